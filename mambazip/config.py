@@ -1,0 +1,238 @@
+"""Model shape and online-training settings: frozen, validated, serialisable.
+
+A compressed file records a ``Settings`` in its header, so everything that changes the coded
+bits lives here and nowhere else.
+"""
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ConfigError
+from .kernels.layout import N_DIMS
+
+VOCAB = 256
+SCOPE_GROUPS = ("embed", "layer_norm", "mixer_conv", "mixer_ssm", "mixer_proj", "head", "bias")
+SCOPES = (*SCOPE_GROUPS, "all", "none")
+OPTIMIZERS = ("sgd", "adam", "none")
+
+# Bounds checked before anything is allocated: a header may not make us reserve gigabytes.
+_DIM_LIMITS = {
+    "d_model": 4096,
+    "n_layer": 64,
+    "d_inner": 16384,
+    "d_state": 256,
+    "d_conv": 16,
+    "dt_rank": 1024,
+}
+MAX_PARAMETERS = 1 << 28
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of a Mamba-1 byte model (names as in Hugging Face's MambaConfig where they exist)."""
+
+    d_model: int
+    n_layer: int
+    d_inner: int
+    dt_rank: int
+    d_state: int = 16
+    d_conv: int = 4
+    vocab: int = VOCAB
+    norm_eps: float = 1e-5
+    proj_bias: bool = False
+    conv_bias: bool = True
+    x_proj_bias: bool = False
+    head_bias: bool = False
+    tie_embeddings: bool = False
+
+    def __post_init__(self):
+        for name, limit in _DIM_LIMITS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= limit:
+                raise ConfigError(f"{name} must be an integer in 1..{limit}, got {value!r}")
+        if self.vocab != VOCAB:
+            raise ConfigError(f"vocab must be {VOCAB} (bytes), got {self.vocab!r}")
+        eps = self.norm_eps
+        if not isinstance(eps, float) or not (math.isfinite(eps) and 0.0 < eps < 1.0):
+            raise ConfigError(f"norm_eps must be a float in (0, 1), got {eps!r}")
+        for name in ("proj_bias", "conv_bias", "x_proj_bias", "head_bias", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false")
+        if self.n_parameters > MAX_PARAMETERS:
+            raise ConfigError(
+                f"model has {self.n_parameters} parameters, more than the {MAX_PARAMETERS} allowed"
+            )
+
+    @property
+    def n_parameters(self):
+        D, E, N, R, K, L = (
+            self.d_model, self.d_inner, self.d_state, self.dt_rank, self.d_conv, self.n_layer,
+        )  # fmt: skip
+        per_layer = D + 2 * E * D + K * E + E * (R + 2 * N) + R * E + E + 2 * E * N + E * D
+        return (2 - self.tie_embeddings) * VOCAB * D + D + L * per_layer
+
+    def dims(self):
+        """The int64 ``dims`` array that kernels take (order: layout.DIM_*)."""
+        out = np.array(
+            [
+                self.d_model,
+                self.d_inner,
+                self.d_state,
+                self.dt_rank,
+                self.d_conv,
+                self.vocab,
+                self.n_layer,
+                int(self.tie_embeddings),
+            ],
+            dtype=np.int64,
+        )
+        assert out.shape[0] == N_DIMS
+        return out
+
+    @classmethod
+    def create(cls, d_model, n_layer, d_inner=None, dt_rank=None, **rest):
+        """Mamba's defaults for the derived sizes: d_inner = 2 d_model, dt_rank = ceil(D/16)."""
+        return cls(
+            d_model=d_model,
+            n_layer=n_layer,
+            d_inner=d_inner or 2 * d_model,
+            dt_rank=dt_rank or -(-d_model // 16),
+            **rest,
+        )
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How the model learns while it codes: one optimizer step per byte (bptt=1)."""
+
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    scope: tuple = ("all",)
+    clip: float = 0.0
+    warmup: int = 0
+    decay: int = 0
+    beta1: float = 0.9
+    beta2: float = 0.999
+    adam_eps: float = 1e-8
+
+    def __post_init__(self):
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
+        scope = tuple(self.scope)
+        object.__setattr__(self, "scope", scope)
+        unknown = [s for s in scope if s not in SCOPES]
+        if unknown or not scope:
+            raise ConfigError(f"scope must be a comma list of {', '.join(SCOPES)}")
+        for name in ("lr", "clip", "beta1", "beta2", "adam_eps"):
+            value = getattr(self, name)
+            if not isinstance(value, float) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+        if not (self.beta1 < 1 and self.beta2 < 1):
+            raise ConfigError("beta1 and beta2 must be below 1")
+        for name in ("warmup", "decay"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 53:
+                raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+
+    @property
+    def groups(self):
+        """The scope as a set of SCOPE_GROUPS."""
+        if "all" in self.scope:
+            return set(SCOPE_GROUPS)
+        return set(self.scope) - {"none"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that determines the coded bits besides the data: recorded in every header."""
+
+    model: ModelConfig
+    train: TrainConfig = field(default_factory=TrainConfig)
+    seed: int = 0
+
+    def __post_init__(self):
+        if (
+            not isinstance(self.seed, int)
+            or isinstance(self.seed, bool)
+            or not (0 <= self.seed < 1 << 64)
+        ):
+            raise ConfigError(f"seed must be an integer in 0..2^64-1, got {self.seed!r}")
+
+    def to_dict(self):
+        return {
+            "model": dataclasses.asdict(self.model),
+            "train": {**dataclasses.asdict(self.train), "scope": list(self.train.scope)},
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_dict(cls, data):
+        """Build from ``to_dict`` output; unknown or mistyped fields raise ConfigError."""
+        try:
+            model = _build(ModelConfig, data["model"])
+            train = _build(TrainConfig, data.get("train", {}))
+            return cls(model=model, train=train, seed=data.get("seed", 0))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"invalid settings: {exc}") from None
+
+
+def _build(cls, values):
+    known = {f.name: f.type for f in dataclasses.fields(cls)}
+    unknown = set(values) - set(known)
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} field(s): {', '.join(sorted(unknown))}")
+    coerced = {}
+    for name, value in values.items():
+        if known[name] is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if name == "scope" and isinstance(value, list):
+            value = tuple(value)
+        coerced[name] = value
+    return cls(**coerced)
+
+
+def _models_dir():
+    """The presets: installed as package data ``mambazip.models``; in a source checkout that
+    is not installed (or shadows the installed copy), the repository's ``models/``."""
+    try:
+        return resources.files("mambazip.models")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "models"
+
+
+def preset_names():
+    return sorted(
+        p.name[: -len(".json")] for p in _models_dir().iterdir() if p.name.endswith(".json")
+    )
+
+
+def load_preset(name):
+    """The preset ``models/NAME.json`` as a settings dict (model, train, seed)."""
+    if name not in preset_names():
+        raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(preset_names())}")
+    text = _models_dir().joinpath(f"{name}.json").read_text()
+    data = json.loads(text)
+    data.pop("benchmark", None)
+    return data
+
+
+def resolve_settings(preset="default", model=None, train=None, seed=None):
+    """A preset with explicit overrides applied (None values are ignored). Changing d_model
+    without d_inner or dt_rank derives them anew, as Mamba does."""
+    data = load_preset(preset)
+    model = {k: v for k, v in (model or {}).items() if v is not None}
+    train = {k: v for k, v in (train or {}).items() if v is not None}
+    if "d_model" in model:
+        model.setdefault("d_inner", 2 * model["d_model"])
+        model.setdefault("dt_rank", -(-model["d_model"] // 16))
+    data["model"] = {**data["model"], **model}
+    data["train"] = {**data.get("train", {}), **train}
+    if seed is not None:
+        data["seed"] = seed
+    return Settings.from_dict(data)

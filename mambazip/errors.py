@@ -1,0 +1,21 @@
+"""Typed errors: the library raises them, the CLI turns each into one line and an exit code."""
+
+
+class MambazipError(Exception):
+    """Base of every error a user can cause with bad input."""
+
+
+class ConfigError(MambazipError):
+    """Invalid model shape or training settings."""
+
+
+class FormatError(MambazipError):
+    """Not a mambazip file, or a corrupt or truncated one."""
+
+
+class VersionError(FormatError):
+    """A file written by a newer format version than this release reads."""
+
+
+class ChecksumError(MambazipError):
+    """Decoded data does not match the checksum stored in the file."""

@@ -1,0 +1,209 @@
+"""Backward pass of one token (the exact bptt=1 gradient), one function per layer type.
+
+Loss: -log softmax(logits)[target] of the last forward. The recurrent state that the forward
+started from (the previous K-1 convolution inputs and ssm_prev) is treated as a constant.
+Argument order: input gradients, weight gradients, output gradient, saved activations, weights.
+Weight gradients are accumulated (+=); ``optim`` consumes and zeroes them. ``need`` (N_TENSORS,)
+says which weight gradients to form at all: untrained tensors cost nothing.
+Dimensions as in ``layout``.
+"""
+
+import numpy as np
+from numba import njit
+
+from .detmath import sigmoid32
+from .layout import (
+    A_LOG,
+    CONV_B,
+    CONV_W,
+    D_SKIP,
+    DT_BIAS,
+    DT_PROJ,
+    EMBEDDING,
+    IN_PROJ,
+    IN_PROJ_BIAS,
+    LM_HEAD,
+    LM_HEAD_BIAS,
+    NORM,
+    NORM_F,
+    OUT_PROJ,
+    OUT_PROJ_BIAS,
+    X_PROJ,
+    X_PROJ_BIAS,
+)
+from .linalg import matvec_t_acc, outer_acc
+
+f32 = np.float32
+
+
+@njit(cache=True)
+def linear_backward(dx, dWt, db, dy, x, Wt, need_w, need_b):
+    """For y = b + x @ Wt: dx (n_in,) += Wt @ dy; dWt (n_in, n_out) += x ⊗ dy; db += dy."""
+    if need_w:
+        outer_acc(dWt, x, dy)
+    if need_b:
+        for o in range(dy.shape[0]):
+            db[o] += dy[o]
+    matvec_t_acc(dx, Wt, dy)
+
+
+@njit(cache=True)
+def rmsnorm_backward(dx, dweight, dout, x, weight, rstd, need_w):
+    """Forward was out = (x * rstd) * w with rstd = (mean(x^2) + eps)^-1/2, so
+    d rstd / dx_j = -rstd^3 x_j / D and, with xh = x rstd and g = dout * w,
+    dx = rstd * (g - xh * mean(g * xh)). dx (D,) +=, dweight (D,) +=."""
+    D = x.shape[0]
+    dot = f32(0.0)
+    for d in range(D):
+        dot += (dout[d] * weight[d]) * (x[d] * rstd)
+    mean_dot = dot / f32(D)
+    for d in range(D):
+        xh = x[d] * rstd
+        if need_w:
+            dweight[d] += dout[d] * xh
+        dx[d] += rstd * (dout[d] * weight[d] - xh * mean_dot)
+
+
+@njit(cache=True)
+def gate_backward(dy, dz, dyg, y, z):
+    """Forward was yg = y * z sig(z); SiLU'(z) = sig(z) (1 + z (1 - sig(z)))."""
+    for e in range(y.shape[0]):
+        s = sigmoid32(z[e])
+        dy[e] = dyg[e] * (z[e] * s)
+        dz[e] = dyg[e] * y[e] * (s * (f32(1.0) + z[e] * (f32(1.0) - s)))
+
+
+@njit(cache=True)
+def ssm_backward(du, ddt, dB, dC, dA_log, dD, dy, u, dt, B, C, A, dA, ssm_prev, ssm, D_skip, need):
+    """Gradient of one selective-scan step (see forward.ssm_forward).
+
+    Forward: s = dA * ssm_prev + (dt u) B with dA = exp(dt A), A = -exp(A_log);
+    y = s @ C + D u. With g = dy ⊗ C the gradient reaching s (E, N):
+      dC += s^T dy;  dD += dy u;  du = dy D + Σ_n g dt B;
+      ddt = Σ_n g dA ssm_prev A + Σ_n g u B;  dB += Σ_e g dt u;
+      dA_log += g dA ssm_prev dt A   (dA/dA_log = A, A is trained in log space).
+    du, ddt (E,), dB, dC (N,) are overwritten; dA_log (E, N), dD (E,) accumulate.
+    """
+    E, N = ssm.shape
+    for n in range(N):
+        dB[n] = f32(0.0)
+        dC[n] = f32(0.0)
+    for e in range(E):
+        dye = dy[e]
+        if need:
+            dD[e] += dye * u[e]
+        du_e = dye * D_skip[e]
+        ddt_e = f32(0.0)
+        dte = dt[e]
+        ue = u[e]
+        for n in range(N):
+            dC[n] += dye * ssm[e, n]
+            g = dye * C[n]
+            dq = (g * ssm_prev[e, n]) * dA[e, n]
+            ddt_e += dq * A[e, n] + g * (ue * B[n])
+            if need:
+                dA_log[e, n] += (dq * dte) * A[e, n]
+            dB[n] += g * (dte * ue)
+            du_e += g * (dte * B[n])
+        du[e] = du_e
+        ddt[e] = ddt_e
+
+
+@njit(cache=True)
+def conv_backward(dxin, dconv_w, dconv_b, dxc, conv_state, pos, conv_w, need_w, need_b):
+    """Forward was xc = b + Σ_k w[k] * state[slot k]; only the newest input (k = K-1, in slot
+    ``pos``) depends on this token, so dxin (E,) = dxc * w[K-1] (overwritten)."""
+    K, E = conv_state.shape
+    if need_w:
+        for k in range(K):
+            slot = (pos + 1 + k) % K
+            for e in range(E):
+                dconv_w[k, e] += dxc[e] * conv_state[slot, e]
+    if need_b:
+        for e in range(E):
+            dconv_b[e] += dxc[e]
+    for e in range(E):
+        dxin[e] = dxc[e] * conv_w[K - 1, e]
+
+
+@njit(cache=True)
+def mixer_backward(dh, G, dout, act, layer, W, conv_state, ssm_state, pos, R, need, scratch):
+    """Gradient through one mixer: dh (D,) = its input gradient (overwritten), weight gradients
+    into ``G``; dout (D,) is the gradient of the mixer output."""
+    l = layer
+    E = conv_state.shape[2]
+    N = ssm_state.shape[2]
+    dyg, dy, du, ddt, dxz, ddbc = scratch
+    for e in range(E):
+        dyg[e] = f32(0.0)
+    linear_backward(
+        dyg, G.out_proj[l], G.out_proj_bias[l], dout, act.yg[l], W.out_proj[l],
+        need[OUT_PROJ], need[OUT_PROJ_BIAS],
+    )  # fmt: skip
+    gate_backward(dy, dxz[E:], dyg, act.y[l], act.xz[l, E:])
+    ssm_backward(
+        du, ddt, ddbc[R : R + N], ddbc[R + N :],
+        G.A_log[l], G.D[l], dy, act.u[l], act.dt[l], act.dbc[l, R : R + N],
+        act.dbc[l, R + N :], act.A[l], act.dA[l], act.ssm_prev[l], ssm_state[l], W.D[l],
+        need[A_LOG] or need[D_SKIP],
+    )  # fmt: skip
+    for e in range(E):
+        ddt[e] = ddt[e] * sigmoid32(act.dtp[l, e])
+    for r in range(R):
+        ddbc[r] = f32(0.0)
+    linear_backward(
+        ddbc[:R], G.dt_proj[l], G.dt_bias[l], ddt, act.dbc[l, :R], W.dt_proj[l],
+        need[DT_PROJ], need[DT_BIAS],
+    )  # fmt: skip
+    linear_backward(
+        du, G.x_proj[l], G.x_proj_bias[l], ddbc, act.u[l], W.x_proj[l],
+        need[X_PROJ], need[X_PROJ_BIAS],
+    )  # fmt: skip
+    for e in range(E):
+        s = sigmoid32(act.xc[l, e])
+        du[e] = du[e] * (s * (f32(1.0) + act.xc[l, e] * (f32(1.0) - s)))
+    conv_backward(
+        dxz[:E], G.conv_w[l], G.conv_b[l], du, conv_state[l], pos, W.conv_w[l],
+        need[CONV_W], need[CONV_B],
+    )  # fmt: skip
+    for d in range(dh.shape[0]):
+        dh[d] = f32(0.0)
+    linear_backward(
+        dh, G.in_proj[l], G.in_proj_bias[l], dxz, act.h[l], W.in_proj[l],
+        need[IN_PROJ], need[IN_PROJ_BIAS],
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def model_backward(G, act, W, conv_state, ssm_state, pos, byte_in, target, R, need):
+    """Accumulate into G the gradient of -log probs[target] for the forward of ``byte_in``."""
+    L, D = act.x_in.shape
+    E = conv_state.shape[2]
+    N = ssm_state.shape[2]
+    V = act.probs.shape[0]
+    dlogits = np.empty(V, dtype=f32)
+    for v in range(V):
+        dlogits[v] = act.probs[v]
+    dlogits[target] -= f32(1.0)
+    dh = np.zeros(D, dtype=f32)
+    linear_backward(
+        dh, G.lm_head, G.lm_head_bias, dlogits, act.h_f, W.lm_head,
+        need[LM_HEAD], need[LM_HEAD_BIAS],
+    )  # fmt: skip
+    dx = np.zeros(D, dtype=f32)
+    rmsnorm_backward(dx, G.norm_f, dh, act.x_f, W.norm_f, act.rstd_f[0], need[NORM_F])
+    scratch = (
+        np.empty(E, dtype=f32),
+        np.empty(E, dtype=f32),
+        np.empty(E, dtype=f32),
+        np.empty(E, dtype=f32),
+        np.empty(2 * E, dtype=f32),
+        np.zeros(R + 2 * N, dtype=f32),
+    )
+    for l in range(L - 1, -1, -1):
+        mixer_backward(dh, G, dx, act, l, W, conv_state, ssm_state, pos, R, need, scratch)
+        # The residual passes dx through unchanged; the norm adds its own share.
+        rmsnorm_backward(dx, G.norm[l], dh, act.x_in[l], W.norm[l], act.rstd[l], need[NORM])
+    if need[EMBEDDING]:
+        for d in range(D):
+            G.embedding[d, byte_in] += dx[d]

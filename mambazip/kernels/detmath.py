@@ -1,0 +1,182 @@
+"""Deterministic float32 transcendentals built from +, -, *, /, sqrt and bit operations.
+
+The decoder must reproduce every probability bit for bit on any CPU, so nothing on the coding
+path may call libm or SVML, whose results differ between platforms and versions. Each function
+here is a fixed sequence of IEEE-754 float32 operations; LLVM may vectorise the loops that call
+them (lane-wise ops give the same bits) but may not reassociate or fuse them, because no
+fastmath flag is ever set.
+
+Accuracy (checked against float64 NumPy in tests/test_detmath.py): exp and log within 2 ulp
+over their normal range; softplus, sigmoid and silu within a few ulp.
+"""
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+f32 = np.float32
+
+LOG2E = f32(1.4426950408889634)
+# ln 2 split in two: LN2_HI has few enough significant bits that k * LN2_HI is exact for |k| < 256.
+LN2_HI = f32(0.693359375)
+LN2_LO = f32(-2.1219444005469057e-4)
+EXP_MAX = f32(88.0)  # exp(88) < FLT_MAX and 88 * log2(e) rounds to 127, the largest normal exponent
+EXP_MIN = f32(-87.0)  # rounds to 2^-126 at worst, the smallest normal: no subnormal scaling needed
+SQRT2 = f32(1.4142135623730951)
+
+
+@intrinsic
+def _int32_as_float32(typingctx, bits):
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return sig, codegen
+
+
+@intrinsic
+def _float32_as_int32(typingctx, value):
+    sig = types.int32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def exp32(x):
+    """e^x in float32: x = k ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor polynomial
+    (truncation error r^8/8! < 6e-9, below float32 resolution), times 2^k built from bits."""
+    x = f32(x)
+    if x > EXP_MAX:
+        return f32(np.inf)
+    if x < EXP_MIN:
+        return f32(0.0)
+    k = math.floor(x * LOG2E + f32(0.5))
+    kf = f32(k)
+    r = (x - kf * LN2_HI) - kf * LN2_LO
+    p = f32(1.0 / 5040.0)
+    p = p * r + f32(1.0 / 720.0)
+    p = p * r + f32(1.0 / 120.0)
+    p = p * r + f32(1.0 / 24.0)
+    p = p * r + f32(1.0 / 6.0)
+    p = p * r + f32(0.5)
+    p = p * r + f32(1.0)
+    p = p * r + f32(1.0)
+    return p * _int32_as_float32(np.int32((k + 127) << 23))
+
+
+@njit(cache=True, inline="always")
+def _atanh_series_x2(s):
+    """2 * atanh(s) = log((1 + s) / (1 - s)) for |s| <= 1/3, by its odd Taylor series to s^13
+    (remainder < 6e-9 at s = 1/3)."""
+    s2 = s * s
+    p = f32(1.0 / 13.0)
+    p = p * s2 + f32(1.0 / 11.0)
+    p = p * s2 + f32(1.0 / 9.0)
+    p = p * s2 + f32(1.0 / 7.0)
+    p = p * s2 + f32(1.0 / 5.0)
+    p = p * s2 + f32(1.0 / 3.0)
+    p = p * s2 + f32(1.0)
+    return f32(2.0) * s * p
+
+
+@njit(cache=True, inline="always")
+def log32(x):
+    """Natural log of a positive normal float32: x = m 2^e with m in [sqrt(1/2), sqrt(2)),
+    log m = 2 atanh((m - 1) / (m + 1)). Returns -inf for 0 and nan for negatives."""
+    x = f32(x)
+    if x <= f32(0.0):
+        return f32(-np.inf) if x == f32(0.0) else f32(np.nan)
+    if x == f32(np.inf):
+        return x
+    bits = _float32_as_int32(x)
+    e = ((bits >> 23) & 0xFF) - 127
+    m = _int32_as_float32(np.int32((bits & 0x7FFFFF) | 0x3F800000))
+    if m > SQRT2:
+        m = m * f32(0.5)
+        e += 1
+    s = (m - f32(1.0)) / (m + f32(1.0))
+    ef = f32(e)
+    return ef * LN2_HI + (_atanh_series_x2(s) + ef * LN2_LO)
+
+
+@njit(cache=True, inline="always")
+def log1p_unit32(u):
+    """log(1 + u) for u in [0, 1], accurate also for tiny u (no cancellation)."""
+    u = f32(u)
+    return _atanh_series_x2(u / (f32(2.0) + u))
+
+
+@njit(cache=True, inline="always")
+def softplus32(x):
+    """log(1 + e^x) = max(x, 0) + log(1 + e^-|x|): no overflow, no cancellation."""
+    x = f32(x)
+    ax = x if x >= f32(0.0) else -x
+    pos = x if x > f32(0.0) else f32(0.0)
+    return pos + log1p_unit32(exp32(-ax))
+
+
+@njit(cache=True, inline="always")
+def sigmoid32(x):
+    x = f32(x)
+    return f32(1.0) / (f32(1.0) + exp32(-x))
+
+
+@njit(cache=True, inline="always")
+def silu32(x):
+    x = f32(x)
+    return x * sigmoid32(x)
+
+
+@njit(cache=True)
+def softmax32(probs, logits):
+    """probs (V,) = softmax(logits (V,)); max, exponentials and their sum in index order."""
+    V = logits.shape[0]
+    mx = logits[0]
+    for v in range(1, V):
+        if logits[v] > mx:
+            mx = logits[v]
+    total = f32(0.0)
+    for v in range(V):
+        e = exp32(logits[v] - mx)
+        probs[v] = e
+        total += e
+    inv_total = f32(1.0) / total
+    for v in range(V):
+        probs[v] = probs[v] * inv_total
+
+
+@njit(cache=True)
+def apply_exp32(out, x):
+    for i in range(x.size):
+        out.flat[i] = exp32(x.flat[i])
+
+
+@njit(cache=True)
+def apply_log32(out, x):
+    for i in range(x.size):
+        out.flat[i] = log32(x.flat[i])
+
+
+@njit(cache=True)
+def apply_softplus32(out, x):
+    for i in range(x.size):
+        out.flat[i] = softplus32(x.flat[i])
+
+
+@njit(cache=True)
+def apply_sigmoid32(out, x):
+    for i in range(x.size):
+        out.flat[i] = sigmoid32(x.flat[i])
+
+
+@njit(cache=True)
+def apply_silu32(out, x):
+    for i in range(x.size):
+        out.flat[i] = silu32(x.flat[i])

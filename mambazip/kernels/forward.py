@@ -1,0 +1,226 @@
+"""Single-token forward pass of a Mamba-1 byte model, one function per layer type.
+
+Dimensions as in ``layout``: D d_model, E d_inner, N d_state, R dt_rank, K d_conv, V vocab,
+L n_layer, P = R + 2N (x_proj outputs). Argument order follows llm.c: outputs, inputs,
+weights. Each forward saves in ``Acts`` exactly what ``backward`` needs.
+
+Recurrent state: ``conv_state`` (L, K, E) is a ring buffer of the last K mixer inputs;
+``pos`` is the slot of the newest one. ``ssm_state`` (L, E, N) is the selective-scan state.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from .detmath import exp32, silu32, softmax32, softplus32
+from .layout import DIM_D, DIM_E, DIM_L, DIM_N, DIM_R, DIM_V
+from .linalg import matvec
+
+f32 = np.float32
+
+Acts = namedtuple(
+    "Acts",
+    [
+        "x_in",  # (L, D)    residual stream entering each layer
+        "rstd",  # (L,)      1/rms of x_in, for the norm's backward
+        "h",  # (L, D)    normed x_in
+        "xz",  # (L, 2E)   in_proj output: mixer input | gate
+        "xc",  # (L, E)    convolution output, before SiLU
+        "u",  # (L, E)    SiLU(xc), the SSM input
+        "dbc",  # (L, P)    x_proj output: dt_raw | B | C
+        "dtp",  # (L, E)    dt before softplus
+        "dt",  # (L, E)
+        "A",  # (L, E, N) -exp(A_log)
+        "dA",  # (L, E, N) exp(dt A)
+        "ssm_prev",  # (L, E, N) SSM state before this token
+        "y",  # (L, E)    SSM output before the gate
+        "yg",  # (L, E)    gated output, out_proj input
+        "x_f",  # (D,)      residual stream after the last layer
+        "rstd_f",  # (1,)
+        "h_f",  # (D,)      normed x_f, lm_head input
+        "logits",  # (V,)
+        "probs",  # (V,)      softmax(logits): the pdf of the next byte
+        "mix_out",  # (D,)      scratch: out_proj output
+    ],
+)
+
+
+@njit(cache=True)
+def acts_size(dims):
+    D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
+    L = dims[DIM_L]
+    P = R + 2 * N
+    per_layer = 2 * D + 1 + 2 * E + 6 * E + P + 3 * E * N
+    return L * per_layer + 3 * D + 1 + 2 * V
+
+
+@njit(cache=True)
+def acts_views(work, dims):
+    """Views of the float32 workspace ``work`` (size ``acts_size(dims)``) as ``Acts``."""
+    D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
+    L = dims[DIM_L]
+    P = R + 2 * N
+    o = 0
+    x_in = work[o : o + L * D].reshape((L, D))
+    o += L * D
+    rstd = work[o : o + L]
+    o += L
+    h = work[o : o + L * D].reshape((L, D))
+    o += L * D
+    xz = work[o : o + L * 2 * E].reshape((L, 2 * E))
+    o += L * 2 * E
+    xc = work[o : o + L * E].reshape((L, E))
+    o += L * E
+    u = work[o : o + L * E].reshape((L, E))
+    o += L * E
+    dbc = work[o : o + L * P].reshape((L, P))
+    o += L * P
+    dtp = work[o : o + L * E].reshape((L, E))
+    o += L * E
+    dt = work[o : o + L * E].reshape((L, E))
+    o += L * E
+    A = work[o : o + L * E * N].reshape((L, E, N))
+    o += L * E * N
+    dA = work[o : o + L * E * N].reshape((L, E, N))
+    o += L * E * N
+    ssm_prev = work[o : o + L * E * N].reshape((L, E, N))
+    o += L * E * N
+    y = work[o : o + L * E].reshape((L, E))
+    o += L * E
+    yg = work[o : o + L * E].reshape((L, E))
+    o += L * E
+    x_f = work[o : o + D]
+    o += D
+    rstd_f = work[o : o + 1]
+    o += 1
+    h_f = work[o : o + D]
+    o += D
+    logits = work[o : o + V]
+    o += V
+    probs = work[o : o + V]
+    o += V
+    mix_out = work[o : o + D]
+    return Acts(
+        x_in, rstd, h, xz, xc, u, dbc, dtp, dt, A, dA, ssm_prev, y, yg,
+        x_f, rstd_f, h_f, logits, probs, mix_out,
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def rmsnorm_forward(out, x, weight, eps):
+    """out (D,) = x (D,) / sqrt(mean(x^2) + eps) * weight (D,); returns that 1/rms."""
+    D = x.shape[0]
+    sum_sq = f32(0.0)
+    for d in range(D):
+        sum_sq += x[d] * x[d]
+    rstd = f32(1.0) / np.sqrt(sum_sq / f32(D) + eps)
+    for d in range(D):
+        out[d] = (x[d] * rstd) * weight[d]
+    return rstd
+
+
+@njit(cache=True)
+def conv_forward(xc, conv_state, pos, xin, conv_w, conv_b):
+    """Causal depthwise convolution of one new input.
+
+    xc (E,) out; conv_state (K, E) ring buffer, slot ``pos`` receives xin (E,);
+    conv_w (K, E) with k = K-1 applied to the newest input; conv_b (E,).
+    """
+    K, E = conv_state.shape
+    for e in range(E):
+        conv_state[pos, e] = xin[e]
+        xc[e] = conv_b[e]
+    for k in range(K):
+        slot = (pos + 1 + k) % K
+        for e in range(E):
+            xc[e] += conv_w[k, e] * conv_state[slot, e]
+
+
+@njit(cache=True)
+def silu_forward(out, x):
+    for i in range(x.shape[0]):
+        out[i] = silu32(x[i])
+
+
+@njit(cache=True)
+def softplus_forward(out, x):
+    for i in range(x.shape[0]):
+        out[i] = softplus32(x[i])
+
+
+@njit(cache=True)
+def ssm_forward(y, ssm, A, dA, ssm_prev, u, dt, B, C, A_log, D_skip):
+    """One step of the selective scan, discretised as in Mamba-1.
+
+    ssm (E, N) updated in place: ssm = exp(dt A) * ssm + (dt u) B, with A = -exp(A_log);
+    y (E,) = ssm @ C + D_skip * u. Saves A, dA = exp(dt A) and ssm_prev, all (E, N).
+    u, dt (E,); B, C (N,); A_log (E, N); D_skip (E,).
+    """
+    E, N = ssm.shape
+    # Separate simple loops: each vectorises; one fused loop storing four arrays did not.
+    for e in range(E):
+        for n in range(N):
+            A[e, n] = -exp32(A_log[e, n])
+    for e in range(E):
+        dte = dt[e]
+        for n in range(N):
+            dA[e, n] = exp32(dte * A[e, n])
+    for e in range(E):
+        dtu = dt[e] * u[e]
+        for n in range(N):
+            ssm_prev[e, n] = ssm[e, n]
+            ssm[e, n] = dA[e, n] * ssm_prev[e, n] + dtu * B[n]
+    for e in range(E):
+        acc = f32(0.0)
+        for n in range(N):
+            acc += ssm[e, n] * C[n]
+        y[e] = acc + D_skip[e] * u[e]
+
+
+@njit(cache=True)
+def gate_forward(yg, y, z):
+    """yg (E,) = y (E,) * SiLU(z (E,))."""
+    for e in range(y.shape[0]):
+        yg[e] = y[e] * silu32(z[e])
+
+
+@njit(cache=True)
+def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R):
+    """The Mamba mixer of one layer on act.h[layer] (D,); out (D,) = its output."""
+    l = layer
+    E = conv_state.shape[2]
+    N = ssm_state.shape[2]
+    matvec(act.xz[l], W.in_proj[l], act.h[l], W.in_proj_bias[l])
+    conv_forward(act.xc[l], conv_state[l], pos, act.xz[l, :E], W.conv_w[l], W.conv_b[l])
+    silu_forward(act.u[l], act.xc[l])
+    matvec(act.dbc[l], W.x_proj[l], act.u[l], W.x_proj_bias[l])
+    matvec(act.dtp[l], W.dt_proj[l], act.dbc[l, :R], W.dt_bias[l])
+    softplus_forward(act.dt[l], act.dtp[l])
+    ssm_forward(
+        act.y[l], ssm_state[l], act.A[l], act.dA[l], act.ssm_prev[l], act.u[l], act.dt[l],
+        act.dbc[l, R : R + N], act.dbc[l, R + N :], W.A_log[l], W.D[l],
+    )  # fmt: skip
+    gate_forward(act.yg[l], act.y[l], act.xz[l, E:])
+    matvec(out, W.out_proj[l], act.yg[l], W.out_proj_bias[l])
+
+
+@njit(cache=True)
+def model_forward(act, W, conv_state, ssm_state, pos, byte, R, eps):
+    """Advance the model by one input byte; act.probs (V,) becomes the next byte's pdf.
+
+    ``pos`` is the ring-buffer slot for this input (the caller advances it).
+    """
+    L, D = act.x_in.shape
+    x = act.x_in[0]
+    for d in range(D):
+        x[d] = W.embedding[d, byte]
+    for l in range(L):
+        act.rstd[l] = rmsnorm_forward(act.h[l], act.x_in[l], W.norm[l], eps)
+        mixer_forward(act.mix_out, act, l, W, conv_state, ssm_state, pos, R)
+        nxt = act.x_in[l + 1] if l + 1 < L else act.x_f
+        for d in range(D):
+            nxt[d] = act.x_in[l, d] + act.mix_out[d]
+    act.rstd_f[0] = rmsnorm_forward(act.h_f, act.x_f, W.norm_f, eps)
+    matvec(act.logits, W.lm_head, act.h_f, W.lm_head_bias)
+    softmax32(act.probs, act.logits)

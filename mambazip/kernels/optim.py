@@ -1,0 +1,78 @@
+"""Optimizer steps over the flat parameter buffer, and the learning-rate schedule.
+
+``segments`` (S, 2) holds [start, stop) ranges of the trainable tensors in the flat buffers.
+Each update reads the accumulated gradient, applies the optional element-wise clip, updates
+the parameter and zeroes the gradient for the next accumulation. All arithmetic is float32,
+element by element, so vectorisation cannot change a bit.
+"""
+
+import numpy as np
+from numba import njit
+
+f32 = np.float32
+
+
+@njit(cache=True, inline="always")
+def _clipped(g, clip):
+    if clip > f32(0.0):
+        if g > clip:
+            return clip
+        if g < -clip:
+            return -clip
+    return g
+
+
+@njit(cache=True)
+def sgd_update(theta, grad, segments, lr, clip):
+    """theta -= lr * clip(grad); grad = 0. lr, clip float32 (clip 0: none)."""
+    for s in range(segments.shape[0]):
+        for i in range(segments[s, 0], segments[s, 1]):
+            theta[i] -= lr * _clipped(grad[i], clip)
+            grad[i] = f32(0.0)
+
+
+@njit(cache=True)
+def adam_update(theta, grad, m, v, segments, lr, beta1, beta2, eps, bc1, bc2, clip):
+    """Adam with bias correction: bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for step t >= 1.
+
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+    theta -= lr * (m / bc1) / (sqrt(v / bc2) + eps);  grad = 0.
+    """
+    one_minus_b1 = f32(1.0) - beta1
+    one_minus_b2 = f32(1.0) - beta2
+    for s in range(segments.shape[0]):
+        for i in range(segments[s, 0], segments[s, 1]):
+            g = _clipped(grad[i], clip)
+            mi = beta1 * m[i] + one_minus_b1 * g
+            vi = beta2 * v[i] + one_minus_b2 * (g * g)
+            m[i] = mi
+            v[i] = vi
+            theta[i] -= lr * (mi / bc1) / (np.sqrt(vi / bc2) + eps)
+            grad[i] = f32(0.0)
+
+
+@njit(cache=True)
+def power(base, exponent):
+    """base ** exponent for an integer exponent >= 0, by squaring in float64: the same bits
+    everywhere, unlike libm's pow."""
+    result = 1.0
+    b = base
+    e = exponent
+    while e > 0:
+        if e & 1:
+            result *= b
+        b *= b
+        e >>= 1
+    return result
+
+
+@njit(cache=True)
+def scheduled_lr(lr, step, warmup, decay):
+    """Learning rate of update ``step`` (1-based): linear warm-up over ``warmup`` updates, then
+    lr * min(1, sqrt(decay / step)) when ``decay`` > 0. Float64, rounded once to float32."""
+    rate = lr
+    if warmup > 0 and step < warmup:
+        rate *= step / warmup
+    if decay > 0 and step > decay:
+        rate *= np.sqrt(decay / step)
+    return f32(rate)

@@ -1,0 +1,122 @@
+"""The per-byte loop body, compiled as one call over a run of bytes, and the pdf quantizer.
+
+Encoder and decoder both call ``run_bytes``: the encoder on a whole chunk, the decoder on one
+byte at a time as it decodes them. Same code, same order of operations, same bits.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .backward import model_backward
+from .forward import acts_views, model_forward
+from .layout import DIM_K, DIM_R, weight_views
+from .optim import adam_update, power, scheduled_lr, sgd_update
+
+f32 = np.float32
+
+FREQ_BITS = 24
+FREQ_TOTAL = 1 << FREQ_BITS
+
+# Positions in the float64 ``hyper`` array.
+H_EPS, H_LR, H_BETA1, H_BETA2, H_ADAM_EPS, H_CLIP, H_WARMUP, H_DECAY, H_OPTIMIZER = range(9)
+N_HYPER = 9
+OPT_NONE, OPT_SGD, OPT_ADAM = 0, 1, 2
+
+# Positions in the int64 ``counters`` array: the ring-buffer slot of the newest conv input,
+# the number of optimizer steps taken, and the byte fed to the last forward.
+C_POS, C_STEP, C_LAST_INPUT = range(3)
+N_COUNTERS = 3
+
+
+@njit(cache=True)
+def quantize(freq, probs):
+    """Integer frequencies (V,) summing to FREQ_TOTAL, each >= 1, from probs (V,).
+
+    freq = 1 + floor(p * (FREQ_TOTAL - V)), exact in float64 for float32 p; the remainder
+    (of either sign, a few units) goes to the first most frequent symbol. Non-finite or
+    negative p count as 0, so even a diverged model yields a valid, reproducible table.
+    """
+    V = probs.shape[0]
+    free = float(FREQ_TOTAL - V)
+    total = 0
+    best = 0
+    for v in range(V):
+        scaled = float(probs[v]) * free
+        if not scaled >= 0.0:
+            scaled = 0.0
+        elif scaled > free:
+            scaled = free
+        f = 1 + math.floor(scaled)
+        freq[v] = f
+        total += f
+        if f > freq[best]:
+            best = v
+    freq[best] += FREQ_TOTAL - total
+
+
+@njit(cache=True)
+def optimizer_step(theta, grad, adam_m, adam_v, segments, hyper, counters):
+    kind = int(hyper[H_OPTIMIZER])
+    step = counters[C_STEP] + 1
+    counters[C_STEP] = step
+    lr = scheduled_lr(hyper[H_LR], step, hyper[H_WARMUP], hyper[H_DECAY])
+    clip = f32(hyper[H_CLIP])
+    if kind == OPT_SGD:
+        sgd_update(theta, grad, segments, lr, clip)
+    else:
+        beta1 = hyper[H_BETA1]
+        beta2 = hyper[H_BETA2]
+        bc1 = f32(1.0 - power(beta1, step))
+        bc2 = f32(1.0 - power(beta2, step))
+        adam_update(
+            theta, grad, adam_m, adam_v, segments, lr, f32(beta1), f32(beta2),
+            f32(hyper[H_ADAM_EPS]), bc1, bc2, clip,
+        )  # fmt: skip
+
+
+@njit(cache=True)
+def forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, byte):
+    """Advance the state by ``byte``; the next byte's pdf is left in the workspace."""
+    W = weight_views(theta, offs, dims)
+    act = acts_views(work, dims)
+    pos = (counters[C_POS] + 1) % dims[DIM_K]
+    counters[C_POS] = pos
+    counters[C_LAST_INPUT] = byte
+    model_forward(act, W, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]))
+
+
+@njit(cache=True)
+def backward_byte(theta, grad, offs, need, dims, conv_state, ssm_state, counters, work, target):
+    """Accumulate into ``grad`` the gradient of -log p(target) of the last forward."""
+    W = weight_views(theta, offs, dims)
+    G = weight_views(grad, offs, dims)
+    act = acts_views(work, dims)
+    model_backward(
+        G, act, W, conv_state, ssm_state, counters[C_POS], counters[C_LAST_INPUT], target,
+        dims[DIM_R], need,
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def run_bytes(
+    theta, grad, adam_m, adam_v, offs, need, segments, dims, hyper,
+    conv_state, ssm_state, counters, work, data, freqs, p_coded,
+):  # fmt: skip
+    """The online loop over data (n,) uint8, from a primed model.
+
+    For each byte b: p_coded[i] = p(b) under the current float pdf; learn b (one exact bptt=1
+    optimizer step, unless the optimizer is none); feed b; freqs[i + 1] = the quantized pdf of
+    the byte after it. freqs (n + 1, V) int64, row 0 untouched (the caller's current pdf).
+    """
+    act = acts_views(work, dims)
+    learn = int(hyper[H_OPTIMIZER]) != OPT_NONE and segments.shape[0] > 0
+    for i in range(data.shape[0]):
+        b = data[i]
+        p_coded[i] = act.probs[b]
+        if learn:
+            backward_byte(theta, grad, offs, need, dims, conv_state, ssm_state, counters, work, b)
+            optimizer_step(theta, grad, adam_m, adam_v, segments, hyper, counters)
+        forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, b)
+        quantize(freqs[i + 1], act.probs)

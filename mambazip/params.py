@@ -85,7 +85,7 @@ def _offsets(table):
     return offs, at
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _splitmix64(state):
     state[0] += np.uint64(0x9E3779B97F4A7C15)
     z = state[0]
@@ -94,7 +94,7 @@ def _splitmix64(state):
     return z ^ (z >> np.uint64(31))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _fill_uniform(out, state, bound):
     """out[:] ~ U(-bound, bound) from the top 24 bits of splitmix64 draws."""
     scale = f32(2.0 * bound / 16777216.0)
@@ -103,7 +103,7 @@ def _fill_uniform(out, state, bound):
         out.flat[i] = f32(np.int64(top) - 8388608) * scale
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _fill_dt_bias(out, state, dt_min, dt_max):
     """Mamba's dt init: dt log-uniform in [dt_min, dt_max], bias = softplus^-1(dt)."""
     log_min = log32(dt_min)
@@ -115,7 +115,7 @@ def _fill_dt_bias(out, state, dt_min, dt_max):
         out.flat[i] = dt + log32(f32(1.0) - exp32(-dt))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _fill_a_log(out):
     """S4D-real: A_log[..., n] = log(n + 1), out (..., N)."""
     N = out.shape[-1]

@@ -36,7 +36,7 @@ from .linalg import matvec_t_acc, outer_acc
 f32 = np.float32
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def linear_backward(dx, dWt, db, dy, x, Wt, need_w, need_b):
     """For y = b + x @ Wt: dx (n_in,) += Wt @ dy; dWt (n_in, n_out) += x ⊗ dy; db += dy."""
     if need_w:
@@ -47,7 +47,7 @@ def linear_backward(dx, dWt, db, dy, x, Wt, need_w, need_b):
     matvec_t_acc(dx, Wt, dy)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rmsnorm_backward(dx, dweight, dout, x, weight, rstd, need_w):
     """Forward was out = (x * rstd) * w with rstd = (mean(x^2) + eps)^-1/2, so
     d rstd / dx_j = -rstd^3 x_j / D and, with xh = x rstd and g = dout * w,
@@ -64,7 +64,7 @@ def rmsnorm_backward(dx, dweight, dout, x, weight, rstd, need_w):
         dx[d] += rstd * (dout[d] * weight[d] - xh * mean_dot)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gate_backward(dy, dz, dyg, y, z):
     """Forward was yg = y * z sig(z); SiLU'(z) = sig(z) (1 + z (1 - sig(z)))."""
     for e in range(y.shape[0]):
@@ -73,7 +73,7 @@ def gate_backward(dy, dz, dyg, y, z):
         dz[e] = dyg[e] * y[e] * (s * (f32(1.0) + z[e] * (f32(1.0) - s)))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def ssm_backward(du, ddt, dB, dC, dA_log, dD, dy, u, dt, B, C, A, dA, ssm_prev, ssm, D_skip, need):
     """Gradient of one selective-scan step (see forward.ssm_forward).
 
@@ -109,7 +109,7 @@ def ssm_backward(du, ddt, dB, dC, dA_log, dD, dy, u, dt, B, C, A, dA, ssm_prev, 
         ddt[e] = ddt_e
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def conv_backward(dxin, dconv_w, dconv_b, dxc, conv_state, pos, conv_w, need_w, need_b):
     """Forward was xc = b + Σ_k w[k] * state[slot k]; only the newest input (k = K-1, in slot
     ``pos``) depends on this token, so dxin (E,) = dxc * w[K-1] (overwritten)."""
@@ -126,7 +126,7 @@ def conv_backward(dxin, dconv_w, dconv_b, dxc, conv_state, pos, conv_w, need_w, 
         dxin[e] = dxc[e] * conv_w[K - 1, e]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mixer_backward(dh, G, dout, act, layer, W, conv_state, ssm_state, pos, R, need, scratch):
     """Gradient through one mixer: dh (D,) = its input gradient (overwritten), weight gradients
     into ``G``; dout (D,) is the gradient of the mixer output."""
@@ -174,7 +174,7 @@ def mixer_backward(dh, G, dout, act, layer, W, conv_state, ssm_state, pos, R, ne
     )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def model_backward(G, act, W, conv_state, ssm_state, pos, byte_in, target, R, need):
     """Accumulate into G the gradient of -log probs[target] for the forward of ``byte_in``."""
     L, D = act.x_in.shape

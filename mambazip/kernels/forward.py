@@ -46,7 +46,7 @@ Acts = namedtuple(
 )
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def acts_size(dims):
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
     L = dims[DIM_L]
@@ -55,7 +55,7 @@ def acts_size(dims):
     return L * per_layer + 3 * D + 1 + 2 * V
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def acts_views(work, dims):
     """Views of the float32 workspace ``work`` (size ``acts_size(dims)``) as ``Acts``."""
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
@@ -107,7 +107,7 @@ def acts_views(work, dims):
     )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def rmsnorm_forward(out, x, weight, eps):
     """out (D,) = x (D,) / sqrt(mean(x^2) + eps) * weight (D,); returns that 1/rms."""
     D = x.shape[0]
@@ -120,7 +120,7 @@ def rmsnorm_forward(out, x, weight, eps):
     return rstd
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def conv_forward(xc, conv_state, pos, xin, conv_w, conv_b):
     """Causal depthwise convolution of one new input.
 
@@ -137,19 +137,19 @@ def conv_forward(xc, conv_state, pos, xin, conv_w, conv_b):
             xc[e] += conv_w[k, e] * conv_state[slot, e]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def silu_forward(out, x):
     for i in range(x.shape[0]):
         out[i] = silu32(x[i])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def softplus_forward(out, x):
     for i in range(x.shape[0]):
         out[i] = softplus32(x[i])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def ssm_forward(y, ssm, A, dA, ssm_prev, u, dt, B, C, A_log, D_skip):
     """One step of the selective scan, discretised as in Mamba-1.
 
@@ -178,14 +178,14 @@ def ssm_forward(y, ssm, A, dA, ssm_prev, u, dt, B, C, A_log, D_skip):
         y[e] = acc + D_skip[e] * u[e]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gate_forward(yg, y, z):
     """yg (E,) = y (E,) * SiLU(z (E,))."""
     for e in range(y.shape[0]):
         yg[e] = y[e] * silu32(z[e])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R):
     """The Mamba mixer of one layer on act.h[layer] (D,); out (D,) = its output."""
     l = layer
@@ -205,7 +205,7 @@ def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R):
     matvec(out, W.out_proj[l], act.yg[l], W.out_proj_bias[l])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def model_forward(act, W, conv_state, ssm_state, pos, byte, R, eps):
     """Advance the model by one input byte; act.probs (V,) becomes the next byte's pdf.
 

@@ -67,13 +67,13 @@ Weights = namedtuple(
 )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _seg(flat, offs, index, size):
     start = offs[index]
     return flat[start : start + size]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def weight_views(flat, offs, dims):
     """Views of ``flat`` (float32, 1-D) as a ``Weights`` tuple, shapes as listed above."""
     D = dims[DIM_D]

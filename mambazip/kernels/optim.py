@@ -12,7 +12,7 @@ from numba import njit
 f32 = np.float32
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _clipped(g, clip):
     if clip > f32(0.0):
         if g > clip:
@@ -22,7 +22,7 @@ def _clipped(g, clip):
     return g
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sgd_update(theta, grad, segments, lr, clip):
     """theta -= lr * clip(grad); grad = 0. lr, clip float32 (clip 0: none)."""
     for s in range(segments.shape[0]):
@@ -31,7 +31,7 @@ def sgd_update(theta, grad, segments, lr, clip):
             grad[i] = f32(0.0)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def adam_update(theta, grad, m, v, segments, lr, beta1, beta2, eps, bc1, bc2, clip):
     """Adam with bias correction: bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for step t >= 1.
 
@@ -51,7 +51,7 @@ def adam_update(theta, grad, m, v, segments, lr, beta1, beta2, eps, bc1, bc2, cl
             grad[i] = f32(0.0)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def power(base, exponent):
     """base ** exponent for an integer exponent >= 0, by squaring in float64: the same bits
     everywhere, unlike libm's pow."""
@@ -66,7 +66,7 @@ def power(base, exponent):
     return result
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def scheduled_lr(lr, step, warmup, decay):
     """Learning rate of update ``step`` (1-based): linear warm-up over ``warmup`` updates, then
     lr * min(1, sqrt(decay / step)) when ``decay`` > 0. Float64, rounded once to float32."""

@@ -30,13 +30,14 @@ C_POS, C_STEP, C_LAST_INPUT = range(3)
 N_COUNTERS = 3
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def quantize(freq, probs):
     """Integer frequencies (V,) summing to FREQ_TOTAL, each >= 1, from probs (V,).
 
     freq = 1 + floor(p * (FREQ_TOTAL - V)), exact in float64 for float32 p; the remainder
-    (of either sign, a few units) goes to the first most frequent symbol. Non-finite or
-    negative p count as 0, so even a diverged model yields a valid, reproducible table.
+    (of either sign, a few units) goes to the first most frequent symbol. Negative or NaN p
+    count as 0 and a table that cannot be balanced becomes uniform, so even a diverged model
+    yields a valid, reproducible table.
     """
     V = probs.shape[0]
     free = float(FREQ_TOTAL - V)
@@ -53,10 +54,15 @@ def quantize(freq, probs):
         total += f
         if f > freq[best]:
             best = v
-    freq[best] += FREQ_TOTAL - total
+    if freq[best] + (FREQ_TOTAL - total) >= 1:
+        freq[best] += FREQ_TOTAL - total
+    else:
+        for v in range(V):
+            freq[v] = FREQ_TOTAL // V
+        freq[0] += FREQ_TOTAL - (FREQ_TOTAL // V) * V
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def optimizer_step(theta, grad, adam_m, adam_v, segments, hyper, counters):
     kind = int(hyper[H_OPTIMIZER])
     step = counters[C_STEP] + 1
@@ -76,7 +82,7 @@ def optimizer_step(theta, grad, adam_m, adam_v, segments, hyper, counters):
         )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, byte):
     """Advance the state by ``byte``; the next byte's pdf is left in the workspace."""
     W = weight_views(theta, offs, dims)
@@ -87,7 +93,7 @@ def forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work
     model_forward(act, W, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def backward_byte(theta, grad, offs, need, dims, conv_state, ssm_state, counters, work, target):
     """Accumulate into ``grad`` the gradient of -log p(target) of the last forward."""
     W = weight_views(theta, offs, dims)
@@ -99,7 +105,7 @@ def backward_byte(theta, grad, offs, need, dims, conv_state, ssm_state, counters
     )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def run_bytes(
     theta, grad, adam_m, adam_v, offs, need, segments, dims, hyper,
     conv_state, ssm_state, counters, work, data, freqs, p_coded,

@@ -26,9 +26,13 @@ def _clipped(g, clip):
 def sgd_update(theta, grad, segments, lr, clip):
     """theta -= lr * clip(grad); grad = 0. lr, clip float32 (clip 0: none)."""
     for s in range(segments.shape[0]):
-        for i in range(segments[s, 0], segments[s, 1]):
-            theta[i] -= lr * _clipped(grad[i], clip)
-            grad[i] = f32(0.0)
+        # Slices indexed from 0: with a loop starting at segments[s, 0] Numba cannot prove the
+        # index non-negative, and its wraparound check keeps the loop scalar.
+        lo, hi = segments[s, 0], segments[s, 1]
+        p, g = theta[lo:hi], grad[lo:hi]
+        for i in range(p.shape[0]):
+            p[i] -= lr * _clipped(g[i], clip)
+            g[i] = f32(0.0)
 
 
 @njit(cache=True, error_model="numpy")
@@ -41,14 +45,16 @@ def adam_update(theta, grad, m, v, segments, lr, beta1, beta2, eps, bc1, bc2, cl
     one_minus_b1 = f32(1.0) - beta1
     one_minus_b2 = f32(1.0) - beta2
     for s in range(segments.shape[0]):
-        for i in range(segments[s, 0], segments[s, 1]):
-            g = _clipped(grad[i], clip)
-            mi = beta1 * m[i] + one_minus_b1 * g
-            vi = beta2 * v[i] + one_minus_b2 * (g * g)
-            m[i] = mi
-            v[i] = vi
-            theta[i] -= lr * (mi / bc1) / (np.sqrt(vi / bc2) + eps)
-            grad[i] = f32(0.0)
+        lo, hi = segments[s, 0], segments[s, 1]
+        p, gs, ms, vs = theta[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi]
+        for i in range(p.shape[0]):
+            g = _clipped(gs[i], clip)
+            mi = beta1 * ms[i] + one_minus_b1 * g
+            vi = beta2 * vs[i] + one_minus_b2 * (g * g)
+            ms[i] = mi
+            vs[i] = vi
+            p[i] -= lr * (mi / bc1) / (np.sqrt(vi / bc2) + eps)
+            gs[i] = f32(0.0)
 
 
 @njit(cache=True, error_model="numpy")

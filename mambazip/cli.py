@@ -117,7 +117,7 @@ def decompress(files, output, to_stdout, force, keep, remove, quiet, verbose, te
 
     def name_output(path):
         if not path.endswith(SUFFIX):
-            raise MambazipError(f"{path}: unknown suffix, expected {SUFFIX}; use -o to name output")
+            raise MambazipError(f"unknown suffix, expected {SUFFIX}; use -o to name the output")
         return path[: -len(SUFFIX)]
 
     if test:

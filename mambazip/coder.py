@@ -11,6 +11,8 @@ constriction then codes with precisely our frequencies. tests/test_coder.py pins
 import constriction
 import numpy as np
 
+from .errors import FormatError
+
 _FAMILY = constriction.stream.model.Categorical(perfect=False)
 
 
@@ -40,4 +42,7 @@ class Decoder:
     def decode(self, freq):
         """One symbol under freq (V,) int32."""
         model = constriction.stream.model.Categorical(constriction_weights(freq), perfect=False)
-        return self._coder.decode(model)
+        try:
+            return self._coder.decode(model)
+        except AssertionError:  # constriction's signal that the words cannot come from this model
+            raise FormatError("corrupt file: the compressed data does not decode") from None

@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 error in data or files, 2 usage error, 130 interrupted.
 
 import contextlib
 import os
+import signal
 import sys
 
 import click
@@ -260,7 +261,16 @@ class _Discard:
         return len(data)
 
 
+class _Interrupted(BaseException):
+    """Ctrl-C. Not a KeyboardInterrupt, which click would answer with a blank line."""
+
+
+def _interrupt(signum, frame):
+    raise _Interrupted
+
+
 def main():
+    previous = signal.signal(signal.SIGINT, _interrupt)
     try:
         cli.main(prog_name="mambazip", standalone_mode=False)
     except click.UsageError as exc:
@@ -269,9 +279,11 @@ def main():
     except click.ClickException as exc:
         _say(exc.format_message())
         sys.exit(exc.exit_code)
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except (_Interrupted, click.exceptions.Abort):
         _say("interrupted")
         sys.exit(130)
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(1)
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -30,7 +30,9 @@ _DIM_LIMITS = {
     "d_conv": 16,
     "dt_rank": 1024,
 }
-MAX_PARAMETERS = 1 << 28
+# 16M parameters: with gradients and two Adam moments 256 MB, and far beyond what codes at a
+# usable speed. A hostile header cannot make us reserve more.
+MAX_PARAMETERS = 1 << 24
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,71 @@
+"""When writing fails or the user presses Ctrl-C, nothing partial is left behind: no output
+file, no temporary file, the input untouched, one line on stderr."""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import TINY_FLAGS
+
+from mambazip import container
+
+
+def test_full_disk_on_stdout_is_one_line_and_exit_1(sample_file):
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "mambazip", "compress", "-c", *TINY_FLAGS, str(sample_file)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=600,
+        )
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 1, stderr
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr
+    assert "No space left on device" in stderr
+
+
+def test_full_disk_while_writing_a_file_leaves_nothing_behind(
+    run_cli, sample_file, snapshot, monkeypatch
+):
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(container, "write_block", no_space)
+    before = snapshot(sample_file.parent)
+    result = run_cli("compress", *TINY_FLAGS, sample_file)
+    assert "No space left on device" in result.error_line(1)
+    assert snapshot(sample_file.parent) == before
+
+
+@pytest.mark.parametrize("where", ["a-file/out.mz", "missing-dir/out.mz"])
+def test_unwritable_output_location_is_one_line_and_exit_1(run_cli, sample_file, snapshot, where):
+    (sample_file.parent / "a-file").write_bytes(b"not a directory")
+    before = snapshot(sample_file.parent)
+    result = run_cli("compress", *TINY_FLAGS, "-o", sample_file.parent / where, sample_file)
+    result.error_line(1)
+    assert snapshot(sample_file.parent) == before
+
+
+def test_ctrl_c_during_compression_leaves_no_partial_or_temporary_file(tmp_path, snapshot):
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(4 << 20))
+    before = snapshot(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mambazip", "compress", *TINY_FLAGS, str(big)],
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 300
+    while not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
+        assert proc.poll() is None, "compression ended before it could be interrupted"
+        assert time.monotonic() < deadline, "no temporary file appeared"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    stderr = stderr.decode()
+    assert proc.returncode == 130, stderr
+    assert stderr == "mambazip: interrupted\n"
+    assert snapshot(tmp_path) == before

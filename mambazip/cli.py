@@ -175,8 +175,9 @@ def _progress(total, name, quiet):
     if not show:
         yield None
         return
+    # Updates come once per 4 KB chunk, a few a second: draw every one of them.
     bar = tqdm(total=total, desc=name, unit="B", unit_scale=True, unit_divisor=1024,
-               file=sys.stderr, leave=False, dynamic_ncols=True)  # fmt: skip
+               file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=0)  # fmt: skip
     done = [0, 0.0]
 
     def update(n_bytes, bits):

@@ -69,3 +69,28 @@ def test_ctrl_c_during_compression_leaves_no_partial_or_temporary_file(tmp_path,
     assert proc.returncode == 130, stderr
     assert stderr == "mambazip: interrupted\n"
     assert snapshot(tmp_path) == before
+
+
+@pytest.fixture
+def tiny_filesystem(tmp_path):
+    """A 64 KiB tmpfs: a disk that really fills up."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
+        capture_output=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.decode().strip()}")
+    yield mount_point
+    subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def test_a_really_full_disk_leaves_nothing_on_it(run_cli, tmp_path, tiny_filesystem, snapshot):
+    source = tmp_path / "random.bin"
+    original = os.urandom(200_000)  # incompressible: its .mz cannot fit in 64 KiB
+    source.write_bytes(original)
+    result = run_cli("compress", *TINY_FLAGS, "-o", tiny_filesystem / "random.bin.mz", source)
+    assert "No space left on device" in result.error_line(1)
+    assert snapshot(tiny_filesystem) == {}
+    assert source.read_bytes() == original

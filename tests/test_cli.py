@@ -200,7 +200,7 @@ def test_info_shows_sizes_and_model_config(run_cli, mz_file, sample, tiny_settin
     for name in ("d_model", "n_layer", "d_inner", "dt_rank", "d_state", "d_conv"):
         assert f"{name}={getattr(model, name)}" in text
     assert "optimizer=adam" in text
-    assert "lr=0.001" in text
+    assert f"lr={tiny_settings.train.lr}" in text
 
 
 @pytest.mark.parametrize(

@@ -173,7 +173,7 @@ def _progress(total, name, quiet):
     """A tqdm bar on stderr when it is a terminal and the input is worth waiting for."""
     show = not quiet and sys.stderr.isatty() and (total is None or total >= PROGRESS_MIN_BYTES)
     if not show:
-        yield None
+        yield _check_interrupt
         return
     # Updates come once per 4 KB chunk, a few a second: draw every one of them.
     bar = tqdm(total=total, desc=name, unit="B", unit_scale=True, unit_divisor=1024,
@@ -181,6 +181,7 @@ def _progress(total, name, quiet):
     done = [0, 0.0]
 
     def update(n_bytes, bits):
+        _check_interrupt()
         done[0] += n_bytes
         done[1] += bits
         if done[1]:
@@ -266,8 +267,29 @@ class _Interrupted(BaseException):
     """Ctrl-C. Not a KeyboardInterrupt, which click would answer with a blank line."""
 
 
+_interrupt_seen = []
+
+
 def _interrupt(signum, frame):
-    raise _Interrupted
+    # Interrupting Numba while it compiles or loads its cache breaks LLVM objects (and inside
+    # its ctypes callbacks the exception is swallowed): there, the signal is only recorded
+    # and raised at the next progress report.
+    _interrupt_seen.append(signum)
+    if not _inside_numba(frame):
+        raise _Interrupted
+
+
+def _inside_numba(frame):
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith(("numba", "llvmlite")):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _check_interrupt(n_bytes=0, bits=0.0):
+    if _interrupt_seen:
+        raise _Interrupted
 
 
 def main():

@@ -85,6 +85,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
         container.write_block(out, data.shape[0], encoder.finish())
         crc = zlib.crc32(block, crc)
         stats.original_bytes += data.shape[0]
+    learner.finish()
     container.write_end(out, stats.original_bytes, crc)
     stats.compressed_bytes = out.count
     stats.seconds = time.perf_counter() - start
@@ -116,6 +117,7 @@ def decompress_stream(src, dst, progress=None):
         dst.write(block)
         crc = zlib.crc32(block, crc)
         stats.original_bytes += n_bytes
+    learner.finish()
     if stats.original_bytes != length:
         raise FormatError(f"corrupt file: {stats.original_bytes} bytes decoded, {length} declared")
     if crc != expected_crc:

@@ -11,6 +11,7 @@ from .kernels.forward import acts_size, acts_views
 from .kernels.layout import N_TENSORS
 from .kernels.step import (
     C_POS,
+    C_STEP,
     H_ADAM_EPS,
     H_BETA1,
     H_BETA2,
@@ -98,14 +99,20 @@ class OnlineLearner:
     loop over a chunk in one compiled call.
     """
 
-    def __init__(self, settings, params=None):
+    def __init__(self, settings, params=None, moments=None, step=0):
+        """Start from ``params`` (default: the seeded init) and, to resume training,
+        ``moments`` = (adam_m, adam_v) flat float32 arrays and the optimizer ``step``."""
         cfg, train = settings.model, settings.train
         self.settings = settings
         self.model = Model(cfg, params if params is not None else init_params(cfg, settings.seed))
         flat = self.model.params.flat
         self.grad = np.zeros_like(flat)
-        self.adam_m = np.zeros_like(flat)
-        self.adam_v = np.zeros_like(flat)
+        if moments is None:
+            self.adam_m = np.zeros_like(flat)
+            self.adam_v = np.zeros_like(flat)
+        else:
+            self.adam_m, self.adam_v = (np.array(m, dtype=f32, copy=True) for m in moments)
+        self.model.counters[C_STEP] = step
         groups = train.groups if train.optimizer != "none" else set()
         self.segments = self.model.params.segments(groups)
         self.need = self.model.params.need_mask(groups)
@@ -138,3 +145,12 @@ class OnlineLearner:
         )  # fmt: skip
         self.freq = freqs[n].copy()
         return freqs[:n], p
+
+    @property
+    def step(self):
+        """Optimizer steps taken so far: the schedule's position and Adam's bias correction."""
+        return int(self.model.counters[C_STEP])
+
+    def finish(self):
+        """End of the stream: apply any learning still pending, so that the model both sides
+        end in (and may save) has learned every byte."""

@@ -109,9 +109,15 @@ class ModelConfig:
         )
 
 
+# Longest truncated-BPTT segment: its inputs, targets and chunk states are kept in memory.
+MAX_BPTT = 1024
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """How the model learns while it codes: one optimizer step per byte (bptt=1)."""
+    """How the model learns while it codes: one optimizer step per ``bptt`` bytes, on the
+    mean loss of the segment with gradients through the recurrent state (bptt=1: one exact
+    step per byte, the state held constant). ``warmup`` and ``decay`` count bytes."""
 
     optimizer: str = "adam"
     lr: float = 1e-3
@@ -122,6 +128,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.999
     adam_eps: float = 1e-8
+    bptt: int = 1
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -141,6 +148,9 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 53:
                 raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+        bptt = self.bptt
+        if not isinstance(bptt, int) or isinstance(bptt, bool) or not 1 <= bptt <= MAX_BPTT:
+            raise ConfigError(f"bptt must be an integer in 1..{MAX_BPTT}, got {bptt!r}")
 
     @property
     def groups(self):
@@ -167,11 +177,10 @@ class Settings:
             raise ConfigError(f"seed must be an integer in 0..2^64-1, got {self.seed!r}")
 
     def to_dict(self):
-        return {
-            "model": dataclasses.asdict(self.model),
-            "train": {**dataclasses.asdict(self.train), "scope": list(self.train.scope)},
-            "seed": self.seed,
-        }
+        train = {**dataclasses.asdict(self.train), "scope": list(self.train.scope)}
+        if train["bptt"] == 1:
+            del train["bptt"]  # so that bptt=1 files keep the format-1 header
+        return {"model": dataclasses.asdict(self.model), "train": train, "seed": self.seed}
 
     @classmethod
     def from_dict(cls, data):

@@ -1,12 +1,16 @@
-"""The .mz file format (version 1), written and read as a stream.
+"""The .mz file format, written and read as a stream.
 
     magic        8 bytes   b"\\x89MZIP\\r\\n\\x1a"
     version      u16 LE
     header_len   u32 LE    at most MAX_HEADER
-    header       JSON      {"settings": {...}, "block_size": n, "model_sha256": null | hex}
+    header       JSON      {"settings": {...}, "block_size": n, "model_sha256": null | hex,
+                            "model_resume": bool (only with a model)}
     header_crc   u32 LE    CRC32 of the header bytes
     blocks       each: u32 n_bytes (1..block_size), u32 n_words, n_words u32 LE range-coder words
     end          u32 0, then u64 original length, u32 CRC32 of the original bytes
+
+Version 2 adds truncated BPTT (``bptt`` in the training settings). Files that need no
+version-2 feature are written as version 1, which older readers decode.
 
 Each block restarts the range coder (the model runs on across blocks), so the encoder writes
 as it goes and the decoder needs only one block in memory. Everything needed to start
@@ -24,7 +28,7 @@ from .config import Settings
 from .errors import ConfigError, FormatError, VersionError
 
 MAGIC = b"\x89MZIP\r\n\x1a"
-VERSION = 1
+VERSION = 2  # the newest version this module reads and writes
 MAX_HEADER = 1 << 20
 MAX_BLOCK = 1 << 24
 DEFAULT_BLOCK = 1 << 16
@@ -46,13 +50,24 @@ def _read_exact(f, n, what):
     return data
 
 
-def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None):
-    header = json.dumps(
-        {"settings": settings.to_dict(), "block_size": block_size, "model_sha256": model_sha256},
-        sort_keys=True,
-        separators=(",", ":"),
-    ).encode()
-    f.write(_PREFIX.pack(MAGIC, VERSION, len(header)))
+def format_version(settings):
+    """The oldest format version that can describe ``settings``."""
+    return 2 if settings.train.bptt > 1 else 1
+
+
+def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model_resume=False):
+    """``model_sha256``: the checkpoint compression started from; ``model_resume``: whether
+    it started from the checkpoint's optimizer state too, not only its weights."""
+    fields = {
+        "settings": settings.to_dict(),
+        "block_size": block_size,
+        "model_sha256": model_sha256,
+    }
+    if model_sha256 is not None:
+        # Only with a model, so that files without one keep their bytes.
+        fields["model_resume"] = bool(model_resume)
+    header = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    f.write(_PREFIX.pack(MAGIC, format_version(settings), len(header)))
     f.write(header)
     f.write(_U32.pack(zlib.crc32(header)))
 
@@ -83,12 +98,19 @@ def read_header(f):
         settings = Settings.from_dict(header["settings"])
         block_size = header["block_size"]
         sha = header.get("model_sha256")
+        resume = header.get("model_resume", False)
     except (ValueError, KeyError, TypeError, ConfigError) as exc:
         raise FormatError(f"corrupt header: {exc}") from None
+    if format_version(settings) > version:
+        raise FormatError(f"corrupt header: settings need format version {version + 1}")
     if not isinstance(block_size, int) or not 1 <= block_size <= MAX_BLOCK:
         raise FormatError(f"corrupt header: block size {block_size!r}")
+    if sha is not None and not (isinstance(sha, str) and len(sha) == 64):
+        raise FormatError(f"corrupt header: model SHA-256 {sha!r}")
+    if not isinstance(resume, bool):
+        raise FormatError(f"corrupt header: model_resume {resume!r}")
     return {"version": version, "settings": settings, "block_size": block_size,
-            "model_sha256": sha}  # fmt: skip
+            "model_sha256": sha, "model_resume": resume}  # fmt: skip
 
 
 def write_block(f, n_bytes, words):

@@ -9,8 +9,18 @@ import numpy as np
 
 from .kernels.forward import acts_size, acts_views
 from .kernels.layout import N_TENSORS
+from .kernels.segment import (
+    Segment,
+    run_segments,
+    segment_backward,
+    segment_forward,
+    segment_update,
+)
 from .kernels.step import (
+    C_BYTES,
+    C_LAST_INPUT,
     C_POS,
+    C_SEG,
     C_STEP,
     H_ADAM_EPS,
     H_BETA1,
@@ -34,6 +44,8 @@ from .kernels.step import (
 from .params import Params, init_params
 
 f32 = np.float32
+# Default memory for a segment's saved activations; a longer segment is replayed in chunks.
+SEGMENT_MEMORY = 256 << 20
 _OPTIMIZER_CODES = {"none": OPT_NONE, "sgd": OPT_SGD, "adam": OPT_ADAM}
 
 
@@ -54,6 +66,8 @@ class Model:
         self.counters[C_POS] = K - 1  # so that the first input lands in slot 0
         self.work = np.zeros(acts_size(self.dims), dtype=f32)
         self.acts = acts_views(self.work, self.dims)
+        self.dssm = np.zeros_like(self.ssm_state)
+        self.dpend = np.zeros_like(self.conv_state)
 
     @property
     def probs(self):
@@ -78,9 +92,49 @@ class Model:
         grad = np.zeros_like(self.params.flat)
         need = np.ones(N_TENSORS, dtype=np.bool_)
         backward_byte(
-            self.params.flat, grad, self.params.offsets, need, self.dims,
-            self.conv_state, self.ssm_state, self.counters, self.work, int(target),
+            self.params.flat, grad, self.params.offsets, need, self.dims, self.work,
+            self.counters[C_LAST_INPUT], int(target), f32(1.0), False, self.dssm, self.dpend,
         )  # fmt: skip
+        return Params(self.cfg, grad).to_hf()
+
+    def new_segment(self, bptt, chunk):
+        """Empty truncated-BPTT buffers for segments of ``bptt`` forwards, replayed in chunks
+        of ``chunk`` (see kernels.segment)."""
+        cfg = self.cfg
+        L, K, E, N = cfg.n_layer, cfg.d_conv, cfg.d_inner, cfg.d_state
+        M = -(-bptt // chunk)
+        return Segment(
+            np.zeros(bptt, dtype=np.int64),
+            np.zeros(bptt, dtype=np.int64),
+            np.zeros((M, L, K, E), dtype=f32),
+            np.zeros((M, L, E, N), dtype=f32),
+            np.zeros(M, dtype=np.int64),
+            np.zeros((chunk, self.work.shape[0]), dtype=f32),
+            self.dssm,
+            self.dpend,
+        )
+
+    def segment_gradient(self, inputs, targets, chunk=None):
+        """Gradient of the mean of -log p(targets[t]) over forwards of ``inputs`` from the
+        current state, carried back through the state across the whole segment (truncated
+        BPTT), activations replayed in chunks of ``chunk``. HF names and shapes, float32.
+        The state is left as it was."""
+        n = len(inputs)
+        seg = self.new_segment(n, chunk or n)
+        saved = self.conv_state.copy(), self.ssm_state.copy(), self.counters.copy()
+        self.counters[C_SEG] = 0
+        for byte in inputs:
+            segment_forward(
+                self.params.flat, self.params.offsets, self.dims, self.hyper,
+                self.conv_state, self.ssm_state, self.counters, seg, int(byte),
+            )  # fmt: skip
+        seg.targets[:] = targets
+        grad = np.zeros_like(self.params.flat)
+        segment_backward(
+            self.params.flat, grad, self.params.offsets, np.ones(N_TENSORS, dtype=np.bool_),
+            self.dims, self.hyper, self.conv_state, self.ssm_state, self.counters, seg, n, True,
+        )  # fmt: skip
+        self.conv_state[...], self.ssm_state[...], self.counters[...] = saved
         return Params(self.cfg, grad).to_hf()
 
     def state_hf(self):
@@ -99,9 +153,12 @@ class OnlineLearner:
     loop over a chunk in one compiled call.
     """
 
-    def __init__(self, settings, params=None, moments=None, step=0):
+    def __init__(self, settings, params=None, moments=None, step=0, learned=0, replay_chunk=None):
         """Start from ``params`` (default: the seeded init) and, to resume training,
-        ``moments`` = (adam_m, adam_v) flat float32 arrays and the optimizer ``step``."""
+        ``moments`` = (adam_m, adam_v) flat float32 arrays, the optimizer ``step`` and the
+        bytes ``learned`` (the schedule's clock). ``replay_chunk`` bounds the truncated-BPTT
+        activations kept in memory (default: all of a segment, up to SEGMENT_MEMORY); it
+        does not change a bit of the result."""
         cfg, train = settings.model, settings.train
         self.settings = settings
         self.model = Model(cfg, params if params is not None else init_params(cfg, settings.seed))
@@ -113,8 +170,9 @@ class OnlineLearner:
         else:
             self.adam_m, self.adam_v = (np.array(m, dtype=f32, copy=True) for m in moments)
         self.model.counters[C_STEP] = step
+        self.model.counters[C_BYTES] = learned
         groups = train.groups if train.optimizer != "none" else set()
-        self.segments = self.model.params.segments(groups)
+        self.ranges = self.model.params.trainable_ranges(groups)
         self.need = self.model.params.need_mask(groups)
         hyper = self.model.hyper
         hyper[H_LR] = train.lr
@@ -126,8 +184,31 @@ class OnlineLearner:
         hyper[H_DECAY] = train.decay
         hyper[H_OPTIMIZER] = _OPTIMIZER_CODES[train.optimizer]
         self.freq = np.zeros(cfg.vocab, dtype=np.int32)
-        self.model.forward(0)  # priming: the first byte is predicted after a fixed 0
-        quantize(self.freq, self.model.probs)
+        learns = train.optimizer != "none" and self.ranges.shape[0] > 0
+        self.seg = None
+        if learns and train.bptt > 1:
+            if replay_chunk is None:
+                replay_chunk = SEGMENT_MEMORY // (4 * self.model.work.shape[0])
+            self.seg = self.model.new_segment(train.bptt, max(1, min(replay_chunk, train.bptt)))
+        # Priming: the first byte is predicted after a fixed 0.
+        self._forward(0)
+        quantize(self.freq, self._probs())
+
+    def _forward(self, byte):
+        m = self.model
+        if self.seg is None:
+            m.forward(byte)
+            return
+        segment_forward(
+            m.params.flat, m.params.offsets, m.dims, m.hyper, m.conv_state, m.ssm_state,
+            m.counters, self.seg, byte,
+        )  # fmt: skip
+
+    def _probs(self):
+        if self.seg is None:
+            return self.model.probs
+        newest = (self.model.counters[C_SEG] - 1) % self.seg.work.shape[0]
+        return acts_views(self.seg.work[newest], self.model.dims).probs
 
     def advance(self, data):
         """Run the loop over ``data`` (uint8 array). Returns (freqs, p): freqs (n, V) int32,
@@ -138,19 +219,39 @@ class OnlineLearner:
         freqs[0] = self.freq
         p = np.empty(n, dtype=f32)
         m = self.model
-        run_bytes(
-            m.params.flat, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
-            self.segments, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, m.work,
-            data, freqs, p,
-        )  # fmt: skip
+        if self.seg is None:
+            run_bytes(
+                m.params.flat, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
+                self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, m.work,
+                m.dssm, m.dpend, data, freqs, p,
+            )  # fmt: skip
+        else:
+            run_segments(
+                m.params.flat, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
+                self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, self.seg,
+                data, freqs, p,
+            )  # fmt: skip
         self.freq = freqs[n].copy()
         return freqs[:n], p
 
     @property
     def step(self):
-        """Optimizer steps taken so far: the schedule's position and Adam's bias correction."""
+        """Optimizer steps taken so far: Adam's bias correction."""
         return int(self.model.counters[C_STEP])
 
+    @property
+    def learned(self):
+        """Bytes learned so far: the learning-rate schedule's clock."""
+        return int(self.model.counters[C_BYTES])
+
     def finish(self):
-        """End of the stream: apply any learning still pending, so that the model both sides
-        end in (and may save) has learned every byte."""
+        """End of the stream: learn the targets of the unfinished segment, so that the model
+        both sides end in (and may save) has learned every byte."""
+        m = self.model
+        if self.seg is None or m.counters[C_SEG] < 2:
+            return
+        segment_update(
+            m.params.flat, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
+            self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, self.seg,
+            m.counters[C_SEG] - 1, False,
+        )  # fmt: skip

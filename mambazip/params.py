@@ -144,7 +144,7 @@ class Params:
     def __getitem__(self, name):
         return self.views[name]
 
-    def segments(self, groups):
+    def trainable_ranges(self, groups):
         """(S, 2) int64 [start, stop) ranges of the present tensors in any of ``groups``."""
         rows = [
             (self.offsets[t.index], self.offsets[t.index] + int(np.prod(t.shape)))

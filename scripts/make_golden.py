@@ -4,6 +4,7 @@ Run once per format version, when that version is final:
 
     python scripts/make_golden.py
 
+A version's cases use the feature it introduced (version 2: truncated BPTT).
 Each golden case is NAME.bin (the original) and NAME.mz (its compressed form). Later
 releases must decode every golden file bit-exact (tests/test_golden.py); never regenerate the
 files of a released version.
@@ -13,7 +14,7 @@ import hashlib
 from pathlib import Path
 
 import mambazip
-from mambazip.container import VERSION
+from mambazip.container import VERSION, format_version
 
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "golden" / f"v{VERSION}"
 
@@ -22,21 +23,38 @@ TEXT = (
     b"the decoder replays the same training bit for bit.\n"
 ) * 6 + bytes(range(256))
 
+TINY = {"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3}
 CASES = {
-    "tiny-adam": (TEXT, {"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3}, {}),
-    "tiny-sgd-scoped": (
-        TEXT,
-        {"d_model": 8, "n_layer": 2, "d_state": 4, "d_conv": 4},
-        {"optimizer": "sgd", "lr": 0.01, "scope": ["mixer_ssm", "head", "bias"], "clip": 1.0},
-    ),
-    "default-preset": (TEXT[:400], {}, {}),
+    1: {
+        "tiny-adam": (TEXT, TINY, {}),
+        "tiny-sgd-scoped": (
+            TEXT,
+            {"d_model": 8, "n_layer": 2, "d_state": 4, "d_conv": 4},
+            {"optimizer": "sgd", "lr": 0.01, "scope": ["mixer_ssm", "head", "bias"], "clip": 1.0},
+        ),
+        "default-preset": (TEXT[:400], {}, {}),
+    },
+    2: {
+        # 1024 bytes: the last segment is cut short, and learned at the end of the stream.
+        "tiny-bptt7-schedule": (
+            TEXT,
+            TINY,
+            {"bptt": 7, "lr": 0.003, "warmup": 100, "decay": 300},
+        ),
+        "tiny-bptt16-sgd-scoped": (
+            TEXT,
+            {"d_model": 8, "n_layer": 2, "d_state": 4, "d_conv": 4},
+            {"bptt": 16, "optimizer": "sgd", "lr": 0.05, "scope": ["mixer_ssm", "mixer_conv"]},
+        ),
+    },
 }
 
 
 def main():
     GOLDEN.mkdir(parents=True, exist_ok=True)
-    for name, (data, model, train) in CASES.items():
+    for name, (data, model, train) in CASES[VERSION].items():
         settings = mambazip.resolve_settings("default", model=model, train=train, seed=1234)
+        assert format_version(settings) == VERSION, name
         blob = mambazip.compress(data, settings)
         assert mambazip.decompress(blob) == data
         (GOLDEN / f"{name}.bin").write_bytes(data)

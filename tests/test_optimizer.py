@@ -32,8 +32,8 @@ def test_adam_step_equals_numpy_float32_bit_for_bit(clip):
     step = 7
     bc1, bc2 = f32(1 - power(0.9, step)), f32(1 - power(0.999, step))
     want = numpy_adam(theta, grad, m, v, lr, b1, b2, eps, bc1, bc2, f32(clip))
-    segments = np.array([[0, theta.size]], dtype=np.int64)
-    adam_update(theta, grad, m, v, segments, lr, b1, b2, eps, bc1, bc2, f32(clip))
+    ranges = np.array([[0, theta.size]], dtype=np.int64)
+    adam_update(theta, grad, m, v, ranges, lr, b1, b2, eps, bc1, bc2, f32(clip))
     for ours, ref in zip((theta, m, v), want, strict=True):
         assert np.array_equal(ours, ref)
     assert not grad.any(), "the update consumes the gradient"
@@ -46,8 +46,8 @@ def test_adam_step_is_close_to_float64_adam():
     v64 = 0.999 * v.astype(np.float64) + 0.001 * grad.astype(np.float64) ** 2
     want = theta - 1e-3 * (m64 / (1 - 0.9**t)) / (np.sqrt(v64 / (1 - 0.999**t)) + 1e-8)
     bc1, bc2 = f32(1 - power(0.9, t)), f32(1 - power(0.999, t))
-    segments = np.array([[0, theta.size]], dtype=np.int64)
-    adam_update(theta, grad, m, v, segments, f32(1e-3), f32(0.9), f32(0.999), f32(1e-8),
+    ranges = np.array([[0, theta.size]], dtype=np.int64)
+    adam_update(theta, grad, m, v, ranges, f32(1e-3), f32(0.9), f32(0.999), f32(1e-8),
                 bc1, bc2, f32(0))  # fmt: skip
     # A step is ~1e-3; float32 roundings in it are ~1e-7 of that, theta's own ulp ~1e-7.
     assert np.abs(theta - want).max() < 1e-6
@@ -57,10 +57,10 @@ def test_sgd_step_equals_numpy_and_honours_segments():
     theta, grad, _, _ = tensors()
     before = theta.copy()
     g = grad.copy()
-    segments = np.array([[10, 20], [500, 600]], dtype=np.int64)
-    sgd_update(theta, grad, segments, f32(0.01), f32(0.0))
+    ranges = np.array([[10, 20], [500, 600]], dtype=np.int64)
+    sgd_update(theta, grad, ranges, f32(0.01), f32(0.0))
     want = before.copy()
-    for lo, hi in segments:
+    for lo, hi in ranges:
         want[lo:hi] = before[lo:hi] - f32(0.01) * g[lo:hi]
     assert np.array_equal(theta, want)
     assert not grad[10:20].any() and np.array_equal(grad[:10], g[:10])

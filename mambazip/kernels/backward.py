@@ -1,7 +1,11 @@
-"""Backward pass of one token (the exact bptt=1 gradient), one function per layer type.
+"""Backward pass of one token, one function per layer type.
 
-Loss: -log softmax(logits)[target] of the last forward. The recurrent state that the forward
-started from (the previous K-1 convolution inputs and ssm_prev) is treated as a constant.
+Loss: -scale * log softmax(logits)[target] of a saved forward. Without ``carry`` (bptt=1)
+the recurrent state that the forward started from (the previous K-1 convolution inputs and
+ssm_prev) is a constant. With ``carry`` (truncated BPTT, tokens visited newest first) the
+gradients reaching that state are handed back to the previous token: ``dssm`` (L, E, N), the
+gradient of the SSM state, and ``dpend`` (L, K, E), the gradients pending for the last K
+convolution inputs, [K-1] the newest.
 Argument order: input gradients, weight gradients, output gradient, saved activations, weights.
 Weight gradients are accumulated (+=); ``optim`` consumes and zeroes them. ``need`` (N_TENSORS,)
 says which weight gradients to form at all: untrained tensors cost nothing.
@@ -74,17 +78,20 @@ def gate_backward(dy, dz, dyg, y, z):
 
 
 @njit(cache=True, error_model="numpy")
-def ssm_backward(du, ddt, dB, dC, dA_log, dD, dy, u, dt, B, C, A, dA, ssm_prev, ssm, D_skip, need):
+def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_prev, D_skip,
+                 need, carry):  # fmt: skip
     """Gradient of one selective-scan step (see forward.ssm_forward).
 
     Forward: s = dA * ssm_prev + (dt u) B with dA = exp(dt A), A = -exp(A_log);
-    y = s @ C + D u. With g = dy ⊗ C the gradient reaching s (E, N):
+    y = s @ C + D u. With g = dy ⊗ C (+ dssm with ``carry``) the gradient reaching s (E, N):
       dC += s^T dy;  dD += dy u;  du = dy D + Σ_n g dt B;
       ddt = Σ_n g dA ssm_prev A + Σ_n g u B;  dB += Σ_e g dt u;
-      dA_log += g dA ssm_prev dt A   (dA/dA_log = A, A is trained in log space).
+      dA_log += g dA ssm_prev dt A   (dA/dA_log = A, A is trained in log space);
+      with ``carry``, dssm = g dA, the gradient of ssm_prev.
+    s is recomputed with the forward's own operations, so it has the forward's bits.
     du, ddt (E,), dB, dC (N,) are overwritten; dA_log (E, N), dD (E,) accumulate.
     """
-    E, N = ssm.shape
+    E, N = ssm_prev.shape
     for n in range(N):
         dB[n] = f32(0.0)
         dC[n] = f32(0.0)
@@ -96,9 +103,13 @@ def ssm_backward(du, ddt, dB, dC, dA_log, dD, dy, u, dt, B, C, A, dA, ssm_prev, 
         ddt_e = f32(0.0)
         dte = dt[e]
         ue = u[e]
+        dtu = dte * ue
         for n in range(N):
-            dC[n] += dye * ssm[e, n]
+            dC[n] += dye * (dA[e, n] * ssm_prev[e, n] + dtu * B[n])
             g = dye * C[n]
+            if carry:
+                g += dssm[e, n]
+                dssm[e, n] = g * dA[e, n]
             dq = (g * ssm_prev[e, n]) * dA[e, n]
             ddt_e += dq * A[e, n] + g * (ue * B[n])
             if need:
@@ -110,29 +121,39 @@ def ssm_backward(du, ddt, dB, dC, dA_log, dD, dy, u, dt, B, C, A, dA, ssm_prev, 
 
 
 @njit(cache=True, error_model="numpy")
-def conv_backward(dxin, dconv_w, dconv_b, dxc, conv_state, pos, conv_w, need_w, need_b):
-    """Forward was xc = b + Σ_k w[k] * state[slot k]; only the newest input (k = K-1, in slot
-    ``pos``) depends on this token, so dxin (E,) = dxc * w[K-1] (overwritten)."""
-    K, E = conv_state.shape
+def conv_backward(dxin, dconv_w, dconv_b, dpend, dxc, conv_in, conv_w, need_w, need_b, carry):
+    """Forward was xc = b + Σ_k w[k] * conv_in[k], conv_in (K, E) oldest first; this token's
+    input is conv_in[K-1], so dxin (E,) = dxc * w[K-1] (overwritten). With ``carry`` the
+    older inputs' shares go to ``dpend`` (K, E): dpend[k] += dxc * w[k], the newest input
+    collects what later tokens left in dpend[K-1], and dpend shifts one input back."""
+    K, E = conv_in.shape
     if need_w:
         for k in range(K):
-            slot = (pos + 1 + k) % K
             for e in range(E):
-                dconv_w[k, e] += dxc[e] * conv_state[slot, e]
+                dconv_w[k, e] += dxc[e] * conv_in[k, e]
     if need_b:
         for e in range(E):
             dconv_b[e] += dxc[e]
+    if not carry:
+        for e in range(E):
+            dxin[e] = dxc[e] * conv_w[K - 1, e]
+        return
     for e in range(E):
-        dxin[e] = dxc[e] * conv_w[K - 1, e]
+        dxin[e] = dpend[K - 1, e] + dxc[e] * conv_w[K - 1, e]
+    for k in range(K - 1, 0, -1):
+        for e in range(E):
+            dpend[k, e] = dpend[k - 1, e] + dxc[e] * conv_w[k - 1, e]
+    for e in range(E):
+        dpend[0, e] = f32(0.0)
 
 
 @njit(cache=True, error_model="numpy")
-def mixer_backward(dh, G, dout, act, layer, W, conv_state, ssm_state, pos, R, need, scratch):
+def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dpend):
     """Gradient through one mixer: dh (D,) = its input gradient (overwritten), weight gradients
     into ``G``; dout (D,) is the gradient of the mixer output."""
     l = layer
-    E = conv_state.shape[2]
-    N = ssm_state.shape[2]
+    E = act.A.shape[1]
+    N = act.A.shape[2]
     dyg, dy, du, ddt, dxz, ddbc = scratch
     for e in range(E):
         dyg[e] = f32(0.0)
@@ -142,10 +163,9 @@ def mixer_backward(dh, G, dout, act, layer, W, conv_state, ssm_state, pos, R, ne
     )  # fmt: skip
     gate_backward(dy, dxz[E:], dyg, act.y[l], act.xz[l, E:])
     ssm_backward(
-        du, ddt, ddbc[R : R + N], ddbc[R + N :],
-        G.A_log[l], G.D[l], dy, act.u[l], act.dt[l], act.dbc[l, R : R + N],
-        act.dbc[l, R + N :], act.A[l], act.dA[l], act.ssm_prev[l], ssm_state[l], W.D[l],
-        need[A_LOG] or need[D_SKIP],
+        du, ddt, ddbc[R : R + N], ddbc[R + N :], G.A_log[l], G.D[l], dssm[l],
+        dy, act.u[l], act.dt[l], act.dbc[l, R : R + N], act.dbc[l, R + N :],
+        act.A[l], act.dA[l], act.ssm_prev[l], W.D[l], need[A_LOG] or need[D_SKIP], carry,
     )  # fmt: skip
     for e in range(E):
         ddt[e] = ddt[e] * sigmoid32(act.dtp[l, e])
@@ -163,8 +183,8 @@ def mixer_backward(dh, G, dout, act, layer, W, conv_state, ssm_state, pos, R, ne
         s = sigmoid32(act.xc[l, e])
         du[e] = du[e] * (s * (f32(1.0) + act.xc[l, e] * (f32(1.0) - s)))
     conv_backward(
-        dxz[:E], G.conv_w[l], G.conv_b[l], du, conv_state[l], pos, W.conv_w[l],
-        need[CONV_W], need[CONV_B],
+        dxz[:E], G.conv_w[l], G.conv_b[l], dpend[l], du, act.conv_in[l], W.conv_w[l],
+        need[CONV_W], need[CONV_B], carry,
     )  # fmt: skip
     for d in range(dh.shape[0]):
         dh[d] = f32(0.0)
@@ -175,16 +195,20 @@ def mixer_backward(dh, G, dout, act, layer, W, conv_state, ssm_state, pos, R, ne
 
 
 @njit(cache=True, error_model="numpy")
-def model_backward(G, act, W, conv_state, ssm_state, pos, byte_in, target, R, need):
-    """Accumulate into G the gradient of -log probs[target] for the forward of ``byte_in``."""
+def model_backward(G, act, W, byte_in, target, R, need, scale, carry, dssm, dpend):
+    """Accumulate into G the gradient of -scale * log probs[target] for the forward of
+    ``byte_in`` (``carry``, ``dssm``, ``dpend``: see the module docstring)."""
     L, D = act.x_in.shape
-    E = conv_state.shape[2]
-    N = ssm_state.shape[2]
+    E = act.A.shape[1]
+    N = act.A.shape[2]
     V = act.probs.shape[0]
     dlogits = np.empty(V, dtype=f32)
     for v in range(V):
         dlogits[v] = act.probs[v]
     dlogits[target] -= f32(1.0)
+    if scale != f32(1.0):
+        for v in range(V):
+            dlogits[v] *= scale
     dh = np.zeros(D, dtype=f32)
     linear_backward(
         dh, G.lm_head, G.lm_head_bias, dlogits, act.h_f, W.lm_head,
@@ -201,7 +225,7 @@ def model_backward(G, act, W, conv_state, ssm_state, pos, byte_in, target, R, ne
         np.zeros(R + 2 * N, dtype=f32),
     )
     for l in range(L - 1, -1, -1):
-        mixer_backward(dh, G, dx, act, l, W, conv_state, ssm_state, pos, R, need, scratch)
+        mixer_backward(dh, G, dx, act, l, W, R, need, scratch, carry, dssm, dpend)
         # The residual passes dx through unchanged; the norm adds its own share.
         rmsnorm_backward(dx, G.norm[l], dh, act.x_in[l], W.norm[l], act.rstd[l], need[NORM])
     if need[EMBEDDING]:

@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from .detmath import exp32, silu32, softmax32, softplus32
-from .layout import DIM_D, DIM_E, DIM_L, DIM_N, DIM_R, DIM_V
+from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_V
 from .linalg import matvec
 
 f32 = np.float32
@@ -26,6 +26,7 @@ Acts = namedtuple(
         "rstd",  # (L,)      1/rms of x_in, for the norm's backward
         "h",  # (L, D)    normed x_in
         "xz",  # (L, 2E)   in_proj output: mixer input | gate
+        "conv_in",  # (L, K, E) the convolution's inputs at this step, oldest first
         "xc",  # (L, E)    convolution output, before SiLU
         "u",  # (L, E)    SiLU(xc), the SSM input
         "dbc",  # (L, P)    x_proj output: dt_raw | B | C
@@ -49,9 +50,9 @@ Acts = namedtuple(
 @njit(cache=True, error_model="numpy")
 def acts_size(dims):
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
-    L = dims[DIM_L]
+    K, L = dims[DIM_K], dims[DIM_L]
     P = R + 2 * N
-    per_layer = 2 * D + 1 + 2 * E + 6 * E + P + 3 * E * N
+    per_layer = 2 * D + 1 + 2 * E + K * E + 6 * E + P + 3 * E * N
     return L * per_layer + 3 * D + 1 + 2 * V
 
 
@@ -59,7 +60,7 @@ def acts_size(dims):
 def acts_views(work, dims):
     """Views of the float32 workspace ``work`` (size ``acts_size(dims)``) as ``Acts``."""
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
-    L = dims[DIM_L]
+    K, L = dims[DIM_K], dims[DIM_L]
     P = R + 2 * N
     o = 0
     x_in = work[o : o + L * D].reshape((L, D))
@@ -70,6 +71,8 @@ def acts_views(work, dims):
     o += L * D
     xz = work[o : o + L * 2 * E].reshape((L, 2 * E))
     o += L * 2 * E
+    conv_in = work[o : o + L * K * E].reshape((L, K, E))
+    o += L * K * E
     xc = work[o : o + L * E].reshape((L, E))
     o += L * E
     u = work[o : o + L * E].reshape((L, E))
@@ -102,7 +105,7 @@ def acts_views(work, dims):
     o += V
     mix_out = work[o : o + D]
     return Acts(
-        x_in, rstd, h, xz, xc, u, dbc, dtp, dt, A, dA, ssm_prev, y, yg,
+        x_in, rstd, h, xz, conv_in, xc, u, dbc, dtp, dt, A, dA, ssm_prev, y, yg,
         x_f, rstd_f, h_f, logits, probs, mix_out,
     )  # fmt: skip
 
@@ -121,10 +124,11 @@ def rmsnorm_forward(out, x, weight, eps):
 
 
 @njit(cache=True, error_model="numpy")
-def conv_forward(xc, conv_state, pos, xin, conv_w, conv_b):
+def conv_forward(xc, conv_in, conv_state, pos, xin, conv_w, conv_b):
     """Causal depthwise convolution of one new input.
 
-    xc (E,) out; conv_state (K, E) ring buffer, slot ``pos`` receives xin (E,);
+    xc (E,) out; conv_in (K, E) out: the K inputs convolved, oldest first (for backward);
+    conv_state (K, E) ring buffer, slot ``pos`` receives xin (E,);
     conv_w (K, E) with k = K-1 applied to the newest input; conv_b (E,).
     """
     K, E = conv_state.shape
@@ -134,7 +138,8 @@ def conv_forward(xc, conv_state, pos, xin, conv_w, conv_b):
     for k in range(K):
         slot = (pos + 1 + k) % K
         for e in range(E):
-            xc[e] += conv_w[k, e] * conv_state[slot, e]
+            conv_in[k, e] = conv_state[slot, e]
+            xc[e] += conv_w[k, e] * conv_in[k, e]
 
 
 @njit(cache=True, error_model="numpy")
@@ -192,7 +197,9 @@ def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R):
     E = conv_state.shape[2]
     N = ssm_state.shape[2]
     matvec(act.xz[l], W.in_proj[l], act.h[l], W.in_proj_bias[l])
-    conv_forward(act.xc[l], conv_state[l], pos, act.xz[l, :E], W.conv_w[l], W.conv_b[l])
+    conv_forward(
+        act.xc[l], act.conv_in[l], conv_state[l], pos, act.xz[l, :E], W.conv_w[l], W.conv_b[l]
+    )
     silu_forward(act.u[l], act.xc[l])
     matvec(act.dbc[l], W.x_proj[l], act.u[l], W.x_proj_bias[l])
     matvec(act.dtp[l], W.dt_proj[l], act.dbc[l, :R], W.dt_bias[l])
@@ -206,10 +213,11 @@ def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R):
 
 
 @njit(cache=True, error_model="numpy")
-def model_forward(act, W, conv_state, ssm_state, pos, byte, R, eps):
+def model_forward(act, W, conv_state, ssm_state, pos, byte, R, eps, head=True):
     """Advance the model by one input byte; act.probs (V,) becomes the next byte's pdf.
 
-    ``pos`` is the ring-buffer slot for this input (the caller advances it).
+    ``pos`` is the ring-buffer slot for this input (the caller advances it). Without
+    ``head`` only the recurrent state advances: no norm_f, lm_head or softmax.
     """
     L, D = act.x_in.shape
     x = act.x_in[0]
@@ -221,6 +229,8 @@ def model_forward(act, W, conv_state, ssm_state, pos, byte, R, eps):
         nxt = act.x_in[l + 1] if l + 1 < L else act.x_f
         for d in range(D):
             nxt[d] = act.x_in[l, d] + act.mix_out[d]
+    if not head:
+        return
     act.rstd_f[0] = rmsnorm_forward(act.h_f, act.x_f, W.norm_f, eps)
     matvec(act.logits, W.lm_head, act.h_f, W.lm_head_bias)
     softmax32(act.probs, act.logits)

@@ -1,6 +1,6 @@
 """Optimizer steps over the flat parameter buffer, and the learning-rate schedule.
 
-``segments`` (S, 2) holds [start, stop) ranges of the trainable tensors in the flat buffers.
+``ranges`` (S, 2) holds [start, stop) ranges of the trainable tensors in the flat buffers.
 Each update reads the accumulated gradient, applies the optional element-wise clip, updates
 the parameter and zeroes the gradient for the next accumulation. All arithmetic is float32,
 element by element, so vectorisation cannot change a bit.
@@ -23,12 +23,12 @@ def _clipped(g, clip):
 
 
 @njit(cache=True, error_model="numpy")
-def sgd_update(theta, grad, segments, lr, clip):
+def sgd_update(theta, grad, ranges, lr, clip):
     """theta -= lr * clip(grad); grad = 0. lr, clip float32 (clip 0: none)."""
-    for s in range(segments.shape[0]):
-        # Slices indexed from 0: with a loop starting at segments[s, 0] Numba cannot prove the
+    for s in range(ranges.shape[0]):
+        # Slices indexed from 0: with a loop starting at ranges[s, 0] Numba cannot prove the
         # index non-negative, and its wraparound check keeps the loop scalar.
-        lo, hi = segments[s, 0], segments[s, 1]
+        lo, hi = ranges[s, 0], ranges[s, 1]
         p, g = theta[lo:hi], grad[lo:hi]
         for i in range(p.shape[0]):
             p[i] -= lr * _clipped(g[i], clip)
@@ -36,7 +36,7 @@ def sgd_update(theta, grad, segments, lr, clip):
 
 
 @njit(cache=True, error_model="numpy")
-def adam_update(theta, grad, m, v, segments, lr, beta1, beta2, eps, bc1, bc2, clip):
+def adam_update(theta, grad, m, v, ranges, lr, beta1, beta2, eps, bc1, bc2, clip):
     """Adam with bias correction: bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for step t >= 1.
 
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
@@ -44,8 +44,8 @@ def adam_update(theta, grad, m, v, segments, lr, beta1, beta2, eps, bc1, bc2, cl
     """
     one_minus_b1 = f32(1.0) - beta1
     one_minus_b2 = f32(1.0) - beta2
-    for s in range(segments.shape[0]):
-        lo, hi = segments[s, 0], segments[s, 1]
+    for s in range(ranges.shape[0]):
+        lo, hi = ranges[s, 0], ranges[s, 1]
         p, gs, ms, vs = theta[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi]
         for i in range(p.shape[0]):
             g = _clipped(gs[i], clip)

@@ -25,9 +25,10 @@ N_HYPER = 9
 OPT_NONE, OPT_SGD, OPT_ADAM = 0, 1, 2
 
 # Positions in the int64 ``counters`` array: the ring-buffer slot of the newest conv input,
-# the number of optimizer steps taken, and the byte fed to the last forward.
-C_POS, C_STEP, C_LAST_INPUT = range(3)
-N_COUNTERS = 3
+# the number of optimizer steps taken, the byte fed to the last forward, the bytes learned
+# so far (the schedule's clock with bptt > 1) and the forwards in the current segment.
+C_POS, C_STEP, C_LAST_INPUT, C_BYTES, C_SEG = range(5)
+N_COUNTERS = 5
 
 
 @njit(cache=True, error_model="numpy")
@@ -63,52 +64,54 @@ def quantize(freq, probs):
 
 
 @njit(cache=True, error_model="numpy")
-def optimizer_step(theta, grad, adam_m, adam_v, segments, hyper, counters):
+def optimizer_step(theta, grad, adam_m, adam_v, ranges, hyper, counters, clock):
+    """One update from the accumulated ``grad``; ``clock`` is the schedule's position."""
     kind = int(hyper[H_OPTIMIZER])
     step = counters[C_STEP] + 1
     counters[C_STEP] = step
-    lr = scheduled_lr(hyper[H_LR], step, hyper[H_WARMUP], hyper[H_DECAY])
+    lr = scheduled_lr(hyper[H_LR], clock, hyper[H_WARMUP], hyper[H_DECAY])
     clip = f32(hyper[H_CLIP])
     if kind == OPT_SGD:
-        sgd_update(theta, grad, segments, lr, clip)
+        sgd_update(theta, grad, ranges, lr, clip)
     else:
         beta1 = hyper[H_BETA1]
         beta2 = hyper[H_BETA2]
         bc1 = f32(1.0 - power(beta1, step))
         bc2 = f32(1.0 - power(beta2, step))
         adam_update(
-            theta, grad, adam_m, adam_v, segments, lr, f32(beta1), f32(beta2),
+            theta, grad, adam_m, adam_v, ranges, lr, f32(beta1), f32(beta2),
             f32(hyper[H_ADAM_EPS]), bc1, bc2, clip,
         )  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")
-def forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, byte):
-    """Advance the state by ``byte``; the next byte's pdf is left in the workspace."""
+def forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, byte,
+                 head=True):  # fmt: skip
+    """Advance the state by ``byte``; the next byte's pdf is left in the workspace (unless
+    not ``head``: then only the state advances)."""
     W = weight_views(theta, offs, dims)
     act = acts_views(work, dims)
     pos = (counters[C_POS] + 1) % dims[DIM_K]
     counters[C_POS] = pos
     counters[C_LAST_INPUT] = byte
-    model_forward(act, W, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]))
+    model_forward(act, W, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]), head)
 
 
 @njit(cache=True, error_model="numpy")
-def backward_byte(theta, grad, offs, need, dims, conv_state, ssm_state, counters, work, target):
-    """Accumulate into ``grad`` the gradient of -log p(target) of the last forward."""
+def backward_byte(theta, grad, offs, need, dims, work, byte_in, target, scale, carry, dssm,
+                  dpend):  # fmt: skip
+    """Accumulate into ``grad`` the gradient of -scale log p(target) of the forward of
+    ``byte_in`` saved in ``work`` (see backward.model_backward for the carries)."""
     W = weight_views(theta, offs, dims)
     G = weight_views(grad, offs, dims)
     act = acts_views(work, dims)
-    model_backward(
-        G, act, W, conv_state, ssm_state, counters[C_POS], counters[C_LAST_INPUT], target,
-        dims[DIM_R], need,
-    )  # fmt: skip
+    model_backward(G, act, W, byte_in, target, dims[DIM_R], need, scale, carry, dssm, dpend)
 
 
 @njit(cache=True, error_model="numpy")
 def run_bytes(
-    theta, grad, adam_m, adam_v, offs, need, segments, dims, hyper,
-    conv_state, ssm_state, counters, work, data, freqs, p_coded,
+    theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
+    conv_state, ssm_state, counters, work, dssm, dpend, data, freqs, p_coded,
 ):  # fmt: skip
     """The online loop over data (n,) uint8, from a primed model.
 
@@ -117,12 +120,18 @@ def run_bytes(
     the byte after it. freqs (n + 1, V) int64, row 0 untouched (the caller's current pdf).
     """
     act = acts_views(work, dims)
-    learn = int(hyper[H_OPTIMIZER]) != OPT_NONE and segments.shape[0] > 0
+    learn = int(hyper[H_OPTIMIZER]) != OPT_NONE and ranges.shape[0] > 0
     for i in range(data.shape[0]):
         b = data[i]
         p_coded[i] = act.probs[b]
         if learn:
-            backward_byte(theta, grad, offs, need, dims, conv_state, ssm_state, counters, work, b)
-            optimizer_step(theta, grad, adam_m, adam_v, segments, hyper, counters)
+            backward_byte(
+                theta, grad, offs, need, dims, work, counters[C_LAST_INPUT], b, f32(1.0),
+                False, dssm, dpend,
+            )  # fmt: skip
+            optimizer_step(
+                theta, grad, adam_m, adam_v, ranges, hyper, counters, counters[C_STEP] + 1
+            )
+            counters[C_BYTES] += 1
         forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, b)
         quantize(freqs[i + 1], act.probs)

@@ -1,0 +1,133 @@
+"""Truncated BPTT: the online loop with one update per segment of ``bptt`` bytes.
+
+A segment is a run of forwards (input byte -> pdf of the target, the byte after it) from a
+saved start state. When its last target is known, the gradient of the mean loss over the
+segment flows back through time (the SSM state and the convolution's inputs), one optimizer
+step is taken, and the segment is run again from its start state with the new weights, so
+that the live state is the one the updated model would have reached.
+
+Activations are kept for ``chunk`` forwards only; the state at the start of every chunk is
+saved, and during the backward pass each chunk but the newest is replayed from its saved
+state. A replay repeats the same forwards on the same state with the same weights, so the
+gradient has the same bits for every chunk size; memory is O(chunk), not O(bptt).
+
+``Segment`` buffers, with M = ceil(bptt / chunk) and A = forward.acts_size(dims):
+    inputs, targets  (bptt,) int64
+    ck_conv          (M, L, K, E)  conv ring buffer at the start of each chunk
+    ck_ssm           (M, L, E, N)  SSM state at the start of each chunk
+    ck_pos           (M,) int64    ring-buffer slot of the newest input then
+    work             (chunk, A)    saved activations, forward t in row t % chunk
+    dssm, dpend      (L, E, N), (L, K, E): gradients carried back through the state
+"""
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from .forward import acts_views
+from .step import (
+    C_BYTES,
+    C_POS,
+    C_SEG,
+    backward_byte,
+    forward_byte,
+    optimizer_step,
+    quantize,
+)
+
+f32 = np.float32
+
+Segment = namedtuple(
+    "Segment", ["inputs", "targets", "ck_conv", "ck_ssm", "ck_pos", "work", "dssm", "dpend"]
+)
+
+
+@njit(cache=True, error_model="numpy")
+def segment_forward(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, byte):
+    """Feed ``byte`` as the next forward of the segment, saving what its backward needs."""
+    t = counters[C_SEG]
+    chunk = seg.work.shape[0]
+    if t % chunk == 0:
+        c = t // chunk
+        seg.ck_conv[c] = conv_state
+        seg.ck_ssm[c] = ssm_state
+        seg.ck_pos[c] = counters[C_POS]
+    forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg.work[t % chunk],
+                 byte)  # fmt: skip
+    seg.inputs[t] = byte
+    counters[C_SEG] = t + 1
+
+
+@njit(cache=True, error_model="numpy")
+def _restore(conv_state, ssm_state, counters, seg, c):
+    conv_state[...] = seg.ck_conv[c]
+    ssm_state[...] = seg.ck_ssm[c]
+    counters[C_POS] = seg.ck_pos[c]
+
+
+@njit(cache=True, error_model="numpy")
+def segment_backward(theta, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
+                     seg, n_steps, live):  # fmt: skip
+    """grad += the gradient of the mean of -log p(target) over the segment's first
+    ``n_steps`` forwards. ``live``: the newest chunk's activations are still those of the
+    forwards (so it needs no replay). Leaves the live state at the start of some chunk."""
+    chunk = seg.work.shape[0]
+    scale = f32(1.0 / n_steps)
+    seg.dssm[...] = f32(0.0)
+    seg.dpend[...] = f32(0.0)
+    newest = (n_steps - 1) // chunk
+    for c in range(newest, -1, -1):
+        lo = c * chunk
+        hi = min(lo + chunk, n_steps)
+        if c != newest or not live:
+            _restore(conv_state, ssm_state, counters, seg, c)
+            for t in range(lo, hi):
+                forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters,
+                             seg.work[t - lo], seg.inputs[t])  # fmt: skip
+        for t in range(hi - 1, lo - 1, -1):
+            backward_byte(theta, grad, offs, need, dims, seg.work[t - lo], seg.inputs[t],
+                          seg.targets[t], scale, True, seg.dssm, seg.dpend)  # fmt: skip
+
+
+@njit(cache=True, error_model="numpy")
+def segment_update(theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
+                   conv_state, ssm_state, counters, seg, n_steps, live):  # fmt: skip
+    """Learn the segment's first ``n_steps`` targets with one optimizer step (the schedule's
+    clock counts bytes), then rerun them from the segment's start state with the new weights
+    and open a new, empty segment."""
+    segment_backward(theta, grad, offs, need, dims, hyper, conv_state, ssm_state, counters, seg,
+                     n_steps, live)  # fmt: skip
+    counters[C_BYTES] += n_steps
+    optimizer_step(theta, grad, adam_m, adam_v, ranges, hyper, counters, counters[C_BYTES])
+    _restore(conv_state, ssm_state, counters, seg, 0)
+    for t in range(n_steps):
+        forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg.work[0],
+                     seg.inputs[t], False)  # fmt: skip
+    counters[C_SEG] = 0
+
+
+@njit(cache=True, error_model="numpy")
+def run_segments(
+    theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
+    conv_state, ssm_state, counters, seg, data, freqs, p_coded,
+):  # fmt: skip
+    """The online loop over data (n,) uint8 with truncated BPTT, from a primed model.
+
+    For each byte b: p_coded[i] = p(b) under the current float pdf; b becomes the target of
+    the newest forward; if that completes the segment, update; feed b as the next forward;
+    freqs[i + 1] = the quantized pdf of the byte after it. freqs (n + 1, V), row 0 untouched.
+    """
+    bptt = seg.inputs.shape[0]
+    chunk = seg.work.shape[0]
+    for i in range(data.shape[0]):
+        b = data[i]
+        t = counters[C_SEG] - 1
+        p_coded[i] = acts_views(seg.work[t % chunk], dims).probs[b]
+        seg.targets[t] = b
+        if t + 1 == bptt:
+            segment_update(theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
+                           conv_state, ssm_state, counters, seg, bptt, True)  # fmt: skip
+        segment_forward(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, b)
+        t = counters[C_SEG] - 1
+        quantize(freqs[i + 1], acts_views(seg.work[t % chunk], dims).probs)

@@ -1,0 +1,244 @@
+"""Truncated BPTT: `Model.segment_gradient` equals float64 finite differences of the mean
+segment loss computed by the reference, replay in chunks changes no bit, and the online
+learner applies exactly that gradient once per segment.
+
+The segment is SEGMENT forwards long and starts after PREFIX bytes, so its start state is
+non-zero and the conv ring buffer has wrapped. The loss is the mean over the segment of
+-log p(target) with the state carried from forward to forward, differentiated through it
+(the start state is a constant): the reference chains its recurrent `step` from the
+model's own start state (`state_hf()`).
+
+Finite differences and tolerance as in test_gradients_match_finite_differences (central,
+h = 1e-6 in float64; entries within 1e-4·(|FD| + S) + 5e-8, directions within
+2e-4·Σ|analytic·v| + 5e-8), for the same reasons: the analytic gradient is float32, the
+FD good to ~1e-8, and a missing term errs by O(S). The gradient through the state is
+checked not to be negligible, so that these comparisons could fail without it.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+try:  # tests/ as a package or as a plain directory on sys.path
+    from . import reference as ref
+except ImportError:
+    import reference as ref
+
+BYTES = b"\x00mamba\xffzips bytes!!!"
+SEED = 20241129
+PREFIX = 5
+SEGMENT = 6
+H = 1e-6
+FD_FLOOR = 5e-8
+ENTRY_RTOL = 1e-4
+DIRECTION_RTOL = 2e-4
+FULL_CHECK_MAX = 128
+SUBSET = 32
+N_DIRECTIONS = 3
+MIN_SCALE = 1e-5
+
+INPUTS = BYTES[PREFIX : PREFIX + SEGMENT]
+TARGETS = BYTES[PREFIX + 1 : PREFIX + SEGMENT + 1]
+
+CASES = [
+    pytest.param(name, tensor, id=f"{name}-{tensor}")
+    for name, kw in ref.TEST_CONFIGS.items()
+    for tensor in ref.param_shapes(SimpleNamespace(vocab=256, **kw))
+]
+
+
+@functools.cache
+def _setup(name):
+    from mambazip.config import ModelConfig
+    from mambazip.params import init_params
+
+    cfg = ModelConfig(**ref.TEST_CONFIGS[name])
+    return cfg, ref.perturb(init_params(cfg, SEED).to_hf(), SEED)
+
+
+def _model(name):
+    from mambazip.model import Model
+    from mambazip.params import Params
+
+    cfg, tensors = _setup(name)
+    model = Model(cfg, Params.from_hf(cfg, {k: v.copy() for k, v in tensors.items()}))
+    for b in BYTES[:PREFIX]:
+        model.forward(b)
+    return model
+
+
+@functools.cache
+def _run(name):
+    """(cfg, float64 params, start state, analytic segment gradient)."""
+    cfg, tensors = _setup(name)
+    model = _model(name)
+    conv, ssm = model.state_hf()
+    grads = model.segment_gradient(list(INPUTS), list(TARGETS))
+    start = (np.array(conv, dtype=np.float64), np.array(ssm, dtype=np.float64))
+    return cfg, ref.to_float64(tensors, cfg), start, grads
+
+
+def _segment_loss(cfg, params, state):
+    total = 0.0
+    for b, target in zip(INPUTS, TARGETS, strict=True):
+        logits, state = ref.step(params, cfg, state, b)
+        total += ref.nll(logits, target)
+    return total / SEGMENT
+
+
+def _fd_along(cfg, params, state, name, direction):
+    base = params[name]
+    f_plus = _segment_loss(cfg, {**params, name: base + H * direction}, state)
+    f_minus = _segment_loss(cfg, {**params, name: base - H * direction}, state)
+    return (f_plus - f_minus) / (2 * H)
+
+
+def _checked_entries(name, shape, rng):
+    size = int(np.prod(shape))
+    if size <= FULL_CHECK_MAX:
+        return np.arange(size)
+    idx = set(rng.choice(size, SUBSET, replace=False).tolist())
+    if name in ("backbone.embeddings.weight", "lm_head.weight"):
+        for row in sorted(set(INPUTS) | set(TARGETS)):
+            idx.update(range(row * shape[1], (row + 1) * shape[1]))
+    return np.array(sorted(idx))
+
+
+@pytest.mark.parametrize(("name", "tensor"), CASES)
+def test_segment_gradient_entries_match_finite_differences(name, tensor):
+    cfg, params, state, grads = _run(name)
+    shape = params[tensor].shape
+    entries = _checked_entries(tensor, shape, np.random.default_rng(SEED))
+    analytic = np.asarray(grads[tensor], dtype=np.float64).reshape(-1)[entries]
+    fd = np.empty(len(entries))
+    for j, i in enumerate(entries):
+        e = np.zeros(shape)
+        e.flat[i] = 1.0
+        fd[j] = _fd_along(cfg, params, state, tensor, e)
+    scale = float(np.max(np.abs(fd)))
+    assert scale >= MIN_SCALE, f"gradient scale {scale:.3e} too small to test"
+    err = np.abs(analytic - fd)
+    allowed = ENTRY_RTOL * (np.abs(fd) + scale) + FD_FLOOR
+    worst = int(np.argmax(err - allowed))
+    assert np.all(err <= allowed), (
+        f"{np.sum(err > allowed)}/{len(entries)} entries off; worst at index "
+        f"{np.unravel_index(entries[worst], shape)}: analytic {analytic[worst]:.6e}, "
+        f"FD {fd[worst]:.6e}, allowed {allowed[worst]:.2e}; max |FD| {scale:.3e}"
+    )
+
+
+@pytest.mark.parametrize(("name", "tensor"), CASES)
+def test_segment_gradient_directional_derivatives_match_finite_differences(name, tensor):
+    cfg, params, state, grads = _run(name)
+    rng = np.random.default_rng([SEED, 1])
+    analytic = np.asarray(grads[tensor], dtype=np.float64)
+    for k in range(N_DIRECTIONS):
+        v = rng.standard_normal(analytic.shape)
+        fd = _fd_along(cfg, params, state, tensor, v)
+        predicted = float(np.sum(analytic * v))
+        allowed = DIRECTION_RTOL * float(np.sum(np.abs(analytic * v))) + FD_FLOOR
+        assert abs(predicted - fd) <= allowed, (
+            f"direction {k}: analytic·v {predicted:.6e}, FD {fd:.6e}, "
+            f"difference {abs(predicted - fd):.3e}, allowed {allowed:.3e}"
+        )
+
+
+@pytest.mark.parametrize("name", list(ref.TEST_CONFIGS))
+def test_gradient_through_the_state_is_far_from_negligible(name):
+    """The mean of per-step gradients with the state held constant (bptt=1 style) must
+    differ from the segment gradient by far more than the tolerance above, in the SSM and
+    convolution parameters at least; else the finite-difference tests could not tell."""
+    model = _model(name)
+    truncated = None
+    for b, target in zip(INPUTS, TARGETS, strict=True):
+        model.forward(b)
+        g = model.gradient(target)
+        truncated = g if truncated is None else {k: truncated[k] + g[k] for k in g}
+    grads = _run(name)[3]
+    for tensor in ("backbone.layers.0.mixer.A_log", "backbone.layers.0.mixer.conv1d.weight"):
+        full = np.asarray(grads[tensor], dtype=np.float64)
+        held = np.asarray(truncated[tensor], dtype=np.float64) / SEGMENT
+        scale = np.max(np.abs(full))
+        assert np.max(np.abs(full - held)) > 100 * ENTRY_RTOL * scale, tensor
+
+
+@pytest.mark.parametrize("name", list(ref.TEST_CONFIGS))
+@pytest.mark.parametrize("chunk", [1, 2, 4, SEGMENT])
+def test_replay_in_chunks_gives_bit_identical_gradients(name, chunk):
+    whole = _run(name)[3]
+    chunked = _model(name).segment_gradient(list(INPUTS), list(TARGETS), chunk=chunk)
+    for tensor, g in whole.items():
+        assert np.array_equal(chunked[tensor], g), tensor
+
+
+def _settings(cfg, **train):
+    from mambazip.config import Settings, TrainConfig
+
+    return Settings(model=cfg, train=TrainConfig(**train))
+
+
+def test_online_learner_applies_one_sgd_step_of_the_segment_gradient():
+    """bptt=6: after the 6th byte the learner has taken exactly one SGD step with the
+    gradient of the mean loss of forwards 0, b0..b4 (targets b0..b5) from the zero state;
+    that step lowers the segment loss."""
+    from mambazip.model import Model, OnlineLearner
+    from mambazip.params import Params
+
+    name = "k4-allbias-untied"
+    cfg, tensors = _setup(name)
+    data = np.frombuffer(BYTES[: SEGMENT + 1], dtype=np.uint8)
+    lr = 0.05
+    before = Params.from_hf(cfg, {k: v.copy() for k, v in tensors.items()})
+    learner = OnlineLearner(
+        _settings(cfg, optimizer="sgd", lr=lr, bptt=SEGMENT),
+        params=Params.from_hf(cfg, {k: v.copy() for k, v in tensors.items()}),
+    )
+    learner.advance(data[: SEGMENT - 1])
+    assert learner.step == 0
+    learner.advance(data[SEGMENT - 1 : SEGMENT])
+    assert learner.step == 1 and learner.learned == SEGMENT
+
+    inputs = [0, *data[: SEGMENT - 1].tolist()]
+    targets = data[:SEGMENT].tolist()
+    grads = Model(cfg, before).segment_gradient(inputs, targets)
+    after = learner.model.params.to_hf()
+    for tensor, g in grads.items():
+        expected = tensors[tensor] - np.float32(lr) * g
+        assert np.array_equal(after[tensor], expected), tensor
+
+    def loss(params):
+        state = ref.zero_state(cfg)
+        total = 0.0
+        for b, target in zip(inputs, targets, strict=True):
+            logits, state = ref.step(params, cfg, state, b)
+            total += ref.nll(logits, target)
+        return total / SEGMENT
+
+    assert loss(ref.to_float64(after, cfg)) < loss(ref.to_float64(tensors, cfg))
+
+
+def test_live_state_after_an_update_is_the_segment_rerun_with_the_new_weights():
+    """After the update the learner's pdf for the next byte equals that of a fresh model
+    with the updated weights fed the same bytes from the zero state."""
+    from mambazip.kernels.step import quantize
+    from mambazip.model import Model, OnlineLearner
+    from mambazip.params import Params
+
+    cfg, tensors = _setup("k3-nobias-tied")
+    data = np.frombuffer(BYTES[: SEGMENT + 1], dtype=np.uint8)
+    learner = OnlineLearner(
+        _settings(cfg, optimizer="adam", lr=0.01, bptt=SEGMENT),
+        params=Params.from_hf(cfg, {k: v.copy() for k, v in tensors.items()}),
+    )
+    learner.advance(data)
+    assert learner.step == 1
+    fresh = Model(cfg, Params(cfg, learner.model.params.flat.copy()))
+    for b in [0, *data.tolist()]:
+        probs = fresh.forward(b)
+    expected = np.zeros_like(learner.freq)
+    quantize(expected, probs)
+    assert np.array_equal(learner.freq, expected)

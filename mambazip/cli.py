@@ -4,14 +4,17 @@ Exit codes: 0 success, 1 error in data or files, 2 usage error, 130 interrupted.
 """
 
 import contextlib
+import dataclasses
+import json
 import os
 import signal
 import sys
 
 import click
+import numpy as np
 from tqdm import tqdm
 
-from . import codec, container
+from . import checkpoint, codec, container
 from .config import OPTIMIZERS, SCOPES, preset_names, resolve_settings
 from .errors import ConfigError, MambazipError
 from .files import atomic_output
@@ -64,43 +67,126 @@ def cli():
     """Lossless compression by a Mamba-1 model that learns the file while coding it."""
 
 
-@cli.command(epilog=EXIT_HELP)
-@_io_options
-@click.option(
-    "--preset",
-    default="default",
-    show_default=True,
-    help=f"Model and training preset from models/ ({', '.join(preset_names())}).",
+MODEL_KEYS = ("d_model", "n_layer", "d_inner", "d_state", "d_conv", "dt_rank")
+
+
+def _start_options(f):
+    options = [
+        click.option("--model", "model_path", type=click.Path(),
+                     help="Start from this model's weights with fresh optimizer state: a "
+                          "checkpoint of ours, a Hugging Face or mamba_ssm folder or "
+                          ".safetensors file."),
+        click.option("--resume", "resume_path", type=click.Path(),
+                     help="Start from this checkpoint's weights, Adam moments and step (and "
+                          "the training settings saved with it)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _train_options(f):
+    options = [
+        click.option("--preset", default="default", show_default=True,
+                     help=f"Model and training preset from models/ ({', '.join(preset_names())})."),
+        click.option("--optimizer", type=click.Choice(OPTIMIZERS), help="Online optimizer."),
+        click.option("--lr", type=float, help="Learning rate."),
+        click.option("--scope", callback=_scope,
+                     help=f"What to train: comma list of {', '.join(SCOPES)}."),
+        click.option("--clip", type=float, help="Element-wise gradient clip (0: none)."),
+        click.option("--warmup", type=int, help="Learning-rate warm-up, in bytes."),
+        click.option("--decay", type=int,
+                     help="Decay lr by sqrt(decay / t) after t > decay bytes."),
+        click.option("--seed", type=int, help="Seed of the initial weights."),
+        click.option("--d-model", type=int, help="Residual width."),
+        click.option("--n-layer", type=int, help="Number of Mamba blocks."),
+        click.option("--d-inner", type=int, help="Mixer width (default 2 d_model)."),
+        click.option("--d-state", type=int, help="SSM state size."),
+        click.option("--d-conv", type=int, help="Convolution width."),
+        click.option("--dt-rank", type=int, help="Rank of the time-step projection."),
+        _start_options,
+    ]  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+_save_option = click.option(
+    "--save-model",
+    type=click.Path(dir_okay=False),
+    help="Save the model the file ends in, with its optimizer state, to this checkpoint.",
 )
-@click.option("--optimizer", type=click.Choice(OPTIMIZERS), help="Online optimizer.")
-@click.option("--lr", type=float, help="Learning rate.")
-@click.option("--scope", callback=_scope, help=f"What to train: comma list of {', '.join(SCOPES)}.")
-@click.option("--clip", type=float, help="Element-wise gradient clip (0: none).")
-@click.option("--warmup", type=int, help="Learning-rate warm-up, in bytes.")
-@click.option("--decay", type=int, help="Decay lr by sqrt(decay / t) after t > decay bytes.")
-@click.option("--seed", type=int, help="Seed of the initial weights.")
-@click.option("--d-model", type=int, help="Residual width.")
-@click.option("--n-layer", type=int, help="Number of Mamba blocks.")
-@click.option("--d-inner", type=int, help="Mixer width (default 2 d_model).")
-@click.option("--d-state", type=int, help="SSM state size.")
-@click.option("--d-conv", type=int, help="Convolution width.")
-@click.option("--dt-rank", type=int, help="Rank of the time-step projection.")
-def compress(files, output, to_stdout, force, keep, remove, quiet, verbose, preset, seed, **opts):
-    """Compress FILES (- or none: stdin) to FILE.mz."""
-    model_keys = ("d_model", "n_layer", "d_inner", "d_state", "d_conv", "dt_rank")
+
+
+def _load_start(model_path, resume_path, quiet):
+    """(checkpoint or None, resume) from --model / --resume."""
+    if model_path and resume_path:
+        raise click.UsageError("--model and --resume exclude each other")
+    path = model_path or resume_path
+    if path is None:
+        return None, False
     try:
-        settings = resolve_settings(
-            preset,
-            model={k: opts.pop(k) for k in model_keys},
-            train=opts,
-            seed=seed,
-        )
+        start = checkpoint.load(path)
+    except MambazipError as exc:
+        raise click.ClickException(str(exc)) from None
+    notices = list(start.notices)
+    if resume_path and start.moments is None:
+        notices.append(f"{path}: no Adam moments in this checkpoint; they start from zero")
+    if not quiet:
+        for notice in notices:
+            _say(f"note: {notice}")
+    return start, bool(resume_path)
+
+
+def _settings(preset, seed, opts, start, resume):
+    """Settings from the preset and options, or for a starting checkpoint, whose shape wins
+    over the preset and must not be contradicted by explicit shape options."""
+    shape = {k: opts.pop(k) for k in MODEL_KEYS}
+    try:
+        if start is None:
+            return resolve_settings(preset, model=shape, train=opts, seed=seed)
+        for key, value in shape.items():
+            have = getattr(start.config, key)
+            if value is not None and value != have:
+                flag = "--" + key.replace("_", "-")
+                raise click.UsageError(f"{flag} {value} contradicts the model's {key} {have}")
+        return start.settings_for(resume, preset, train=opts, seed=seed)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
 
+
+def _check_save(save_model, files, force):
+    """Refuse before the work rather than after it."""
+    if save_model is None:
+        return
+    if len(files) > 1:
+        raise click.UsageError("--save-model takes one input file")
+    if os.path.lexists(save_model) and not force:
+        raise click.ClickException(f"{save_model} already exists; use -f to overwrite")
+
+
+def _save(save_model, stats, force):
+    if save_model is not None:
+        checkpoint.save(save_model, stats.learner, force)
+    return stats
+
+
+@cli.command(epilog=EXIT_HELP)
+@_io_options
+@_train_options
+@_save_option
+def compress(files, output, to_stdout, force, keep, remove, quiet, verbose, preset, seed,
+             model_path, resume_path, save_model, **opts):  # fmt: skip
+    """Compress FILES (- or none: stdin) to FILE.mz."""
+    start, resume = _load_start(model_path, resume_path, quiet)
+    settings = _settings(preset, seed, opts, start, resume)
+    _check_save(save_model, files, force)
+
     def run(src, dst, size, name):
         with _progress(size, name, quiet) as progress:
-            return codec.compress_stream(src, dst, settings, progress=progress)
+            stats = codec.compress_stream(src, dst, settings, progress=progress, model=start,
+                                          resume=resume)  # fmt: skip
+        return _save(save_model, stats, force)
 
     _each(files, output, to_stdout, force, remove, verbose, run,
           name_output=lambda path: path + SUFFIX, binary_out=True)  # fmt: skip
@@ -109,12 +195,20 @@ def compress(files, output, to_stdout, force, keep, remove, quiet, verbose, pres
 @cli.command(epilog=EXIT_HELP)
 @_io_options
 @click.option("-t", "--test", is_flag=True, help="Check the files; write nothing.")
-def decompress(files, output, to_stdout, force, keep, remove, quiet, verbose, test):
-    """Decompress FILES.mz (- or none: stdin) and verify their checksums."""
+@_start_options
+@_save_option
+def decompress(files, output, to_stdout, force, keep, remove, quiet, verbose, test,
+               model_path, resume_path, save_model):  # fmt: skip
+    """Decompress FILES.mz (- or none: stdin) and verify their checksums. A file compressed
+    from a starting model needs the same model, given with the same option."""
+    start, resume = _load_start(model_path, resume_path, quiet)
+    _check_save(save_model, files, force)
 
     def run(src, dst, size, name):
         with _progress(None, name, quiet) as progress:
-            return codec.decompress_stream(src, dst, progress=progress)
+            stats = codec.decompress_stream(src, dst, progress=progress, model=start,
+                                            resume=resume)  # fmt: skip
+        return _save(save_model, stats, force)
 
     def name_output(path):
         if not path.endswith(SUFFIX):
@@ -125,6 +219,102 @@ def decompress(files, output, to_stdout, force, keep, remove, quiet, verbose, te
         _each(files, None, False, force, False, verbose, run, name_output, test=True)
     else:
         _each(files, output, to_stdout, force, remove, verbose, run, name_output)
+
+
+@cli.command(epilog=EXIT_HELP)
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, allow_dash=True))  # fmt: skip
+@_train_options
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object per file: bytes, ideal_bits, bits_per_byte, "
+                   "coded_bytes, coded_bits_per_byte, seconds, bytes_per_second.")  # fmt: skip
+@click.option("--per-byte", type=click.Path(dir_okay=False),
+              help="Write each byte's -log2 p as a float64 .npy (one input only).")  # fmt: skip
+@_save_option
+@click.option("-f", "--force", is_flag=True, help="Overwrite existing outputs.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar, no notes.")
+def score(files, preset, seed, model_path, resume_path, as_json, per_byte, save_model, force,
+          quiet, **opts):  # fmt: skip
+    """Run the online loop of compress over FILES and report how well the model predicts
+    them, writing no compressed file. bits_per_byte is the ideal code length, the sum of
+    -log2 p over every byte (the first predicted after the priming byte 0); coded_bytes is
+    what compress would write, header included. --optimizer none: inference only."""
+    start, resume = _load_start(model_path, resume_path, quiet)
+    settings = _settings(preset, seed, opts, start, resume)
+    _check_save(save_model, files, force)
+    if per_byte is not None:
+        _check_save(per_byte, files, force)
+    failed = False
+    for path in files:
+        bits = []
+        try:
+            stats = _score_one(path, settings, start, resume, quiet, bits)
+            if per_byte is not None:
+                with atomic_output(per_byte, force) as f:
+                    np.save(f, np.concatenate([np.zeros(0), *bits]))
+            _save(save_model, stats, force)
+        except (MambazipError, OSError) as exc:
+            _say(_describe(path, exc))
+            failed = True
+            continue
+        _report_score(path, stats, as_json)
+    if failed:
+        sys.exit(1)
+
+
+def _score_one(path, settings, start, resume, quiet, bits):
+    name = "stdin" if path == "-" else os.path.basename(path)
+    with contextlib.ExitStack() as stack:
+        src = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
+        size = None if path == "-" else os.fstat(src.fileno()).st_size
+        with _progress(size, name, quiet) as progress:
+            return codec.compress_stream(src, _Discard(), settings, progress=progress,
+                                         model=start, resume=resume, per_byte=bits)  # fmt: skip
+
+
+def _report_score(path, stats, as_json):
+    n = stats.original_bytes
+    report = {
+        "file": path,
+        "bytes": n,
+        "ideal_bits": stats.ideal_bits,
+        "bits_per_byte": stats.ideal_bits / n if n else 0.0,
+        "coded_bytes": stats.compressed_bytes,
+        "coded_bits_per_byte": 8.0 * stats.compressed_bytes / n if n else 0.0,
+        "seconds": stats.seconds,
+        "bytes_per_second": n / max(stats.seconds, 1e-9),
+    }
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    click.echo(
+        f"{path}: {n} bytes, {report['bits_per_byte']:.4f} bits/byte ideal "
+        f"({stats.ideal_bits:.1f} bits), {stats.compressed_bytes} bytes coded "
+        f"({report['coded_bits_per_byte']:.4f} bits/byte), {stats.seconds:.2f} s, "
+        f"{report['bytes_per_second'] / 1000:.2f} KB/s"
+    )
+
+
+@cli.command(epilog=EXIT_HELP)
+@click.argument("src", type=click.Path())
+@click.argument("dst", type=click.Path(dir_okay=False))
+@click.option("-f", "--force", is_flag=True, help="Overwrite DST if it exists.")
+@click.option("-q", "--quiet", is_flag=True, help="No notes.")
+@click.option("-v", "--verbose", is_flag=True, help="Print what was converted.")
+def convert(src, dst, force, quiet, verbose):
+    """Convert a model to a mambazip checkpoint: a Hugging Face or mamba_ssm folder or
+    .safetensors file (F32/F16/BF16, sharded or not), or a checkpoint of ours."""
+    start, _ = _load_start(src, None, quiet)
+    if start.settings is None:
+        # Models from elsewhere carry no training settings: record the default preset's.
+        start.settings = start.settings_for(resume=False)
+    try:
+        checkpoint.write(dst, start, force)
+    except (MambazipError, OSError) as exc:
+        raise click.ClickException(_describe(dst, exc)) from None
+    if verbose:
+        moments = "with Adam moments" if start.moments is not None else "weights only"
+        _say(f"{dst}: {_fields(dataclasses.asdict(start.config))}, {moments}")
 
 
 @cli.command()

@@ -8,13 +8,13 @@ calls the same compiled loop one byte at a time. Memory is bounded by one block.
 import io
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import container
 from .coder import Decoder, Encoder
-from .errors import ChecksumError, FormatError
+from .errors import CheckpointError, ChecksumError, FormatError
 from .model import OnlineLearner
 
 CHUNK = 4096  # bytes per compiled call when compressing: pdfs of a chunk are 4 MB
@@ -26,6 +26,7 @@ class Stats:
     compressed_bytes: int = 0
     ideal_bits: float = 0.0  # sum of -log2 p(byte) under the float pdfs (compression only)
     seconds: float = 0.0
+    learner: OnlineLearner = field(default=None, repr=False, compare=False)  # where it ended
 
     @property
     def bits_per_byte(self):
@@ -62,13 +63,18 @@ def _read_up_to(f, n):
     return b"".join(parts)
 
 
-def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, progress=None):
+def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, progress=None,
+                    model=None, resume=False, per_byte=None):  # fmt: skip
     """Compress everything readable from ``src`` into ``dst``. ``progress(n_bytes, bits)`` is
-    called after each chunk with that chunk's size and ideal code length."""
+    called after each chunk with that chunk's size and ideal code length. ``model``: a
+    ``checkpoint.Checkpoint`` to start from (its weights; with ``resume`` also its optimizer
+    state), recorded in the header by its SHA-256. ``per_byte``: a list that receives each
+    chunk's float64 -log2 p per byte."""
     start = time.perf_counter()
     out = _Counting(dst)
-    learner = OnlineLearner(settings)
-    container.write_header(out, settings, block_size)
+    learner = model.learner(settings, resume) if model else OnlineLearner(settings)
+    sha = model.sha256 if model else None
+    container.write_header(out, settings, block_size, model_sha256=sha, model_resume=resume)
     stats = Stats()
     crc = 0
     while block := _read_up_to(src, block_size):
@@ -78,7 +84,10 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
             chunk = data[i : i + CHUNK]
             freqs, p = learner.advance(chunk)
             encoder.encode(chunk, freqs)
-            bits = float(-np.log2(p.astype(np.float64)).sum())
+            byte_bits = -np.log2(p.astype(np.float64))
+            if per_byte is not None:
+                per_byte.append(byte_bits)
+            bits = float(byte_bits.sum())
             stats.ideal_bits += bits
             if progress:
                 progress(chunk.shape[0], bits)
@@ -89,15 +98,19 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     container.write_end(out, stats.original_bytes, crc)
     stats.compressed_bytes = out.count
     stats.seconds = time.perf_counter() - start
+    stats.learner = learner
     return stats
 
 
-def decompress_stream(src, dst, progress=None):
-    """Decompress a .mz stream from ``src`` into ``dst``; verifies length and checksum."""
+def decompress_stream(src, dst, progress=None, model=None, resume=False):
+    """Decompress a .mz stream from ``src`` into ``dst``; verifies length and checksum.
+    ``model``/``resume``: the starting checkpoint, as given to ``compress_stream``."""
     start = time.perf_counter()
     src = _Counting(src)
     header = container.read_header(src)
-    learner = OnlineLearner(header["settings"])
+    _check_model(header, model, resume)
+    settings = header["settings"]
+    learner = model.learner(settings, resume) if model else OnlineLearner(settings)
     stats = Stats()
     crc = 0
     for n_bytes, words in container.read_blocks(src, header["block_size"]):
@@ -126,7 +139,35 @@ def decompress_stream(src, dst, progress=None):
         raise FormatError("corrupt file: unexpected data after the end of the stream")
     stats.compressed_bytes = src.count
     stats.seconds = time.perf_counter() - start
+    stats.learner = learner
     return stats
+
+
+def _check_model(header, model, resume):
+    """The starting model must be the one the file was compressed from, given the same way."""
+    want, want_resume = header["model_sha256"], header["model_resume"]
+    flag = "--resume" if want_resume else "--model"
+    if want is None:
+        if model is not None:
+            raise CheckpointError(
+                "this file was compressed without a starting model; "
+                "decompress it without --model or --resume"
+            )
+        return
+    if model is None:
+        raise CheckpointError(
+            f"this file was compressed starting from a model (SHA-256 {want}); "
+            f"give that checkpoint with {flag}"
+        )
+    if model.sha256 != want:
+        raise CheckpointError(
+            f"wrong model: this file was compressed starting from SHA-256 {want}, "
+            f"the given model has {model.sha256}"
+        )
+    if resume != want_resume:
+        raise CheckpointError(
+            f"this file was compressed with {flag} from this checkpoint; give it with {flag}"
+        )
 
 
 def compress(data, settings, block_size=container.DEFAULT_BLOCK):

@@ -19,3 +19,7 @@ class VersionError(FormatError):
 
 class ChecksumError(MambazipError):
     """Decoded data does not match the checksum stored in the file."""
+
+
+class CheckpointError(MambazipError):
+    """A model file that cannot be read, or does not fit the file being decompressed."""

@@ -1,0 +1,195 @@
+"""Checkpoints: a model's weights, optionally its Adam moments and step, in one safetensors file.
+
+Layout of the file we write (it is an ordinary safetensors file):
+    weights     float32 under transformers ``MambaForCausalLM`` names and shapes
+    moments     ``mambazip.adam_m.<name>`` and ``mambazip.adam_v.<name>`` for each weight,
+                same shapes; absent when the model was not trained with Adam
+    metadata    ``format: pt`` (transformers refuses files without it),
+                ``mambazip.format_version``, ``mambazip.settings`` (model config, training
+                settings, seed as JSON), ``mambazip.trainer`` (JSON: optimizer ``step`` for
+                Adam's bias correction, bytes ``learned`` for the learning-rate schedule)
+
+We write the bytes ourselves rather than with ``safetensors.numpy.save``: that library emits
+the metadata in hash-map order, which changes from process to process, and a checkpoint saved
+after compressing must be byte-identical to the one saved after decompressing.
+
+``load`` reads our files, and through ``hf`` transformers and mamba_ssm folders and files.
+"""
+
+import dataclasses
+import hashlib
+import json
+import struct
+
+import numpy as np
+
+from . import hf
+from .config import Settings, load_preset
+from .errors import CheckpointError, ConfigError
+from .files import atomic_output
+from .model import OnlineLearner
+from .params import Params
+
+FORMAT_VERSION = 1
+MOMENT_PREFIXES = ("mambazip.adam_m.", "mambazip.adam_v.")
+_KEY_VERSION = "mambazip.format_version"
+_KEY_SETTINGS = "mambazip.settings"
+_KEY_TRAINER = "mambazip.trainer"
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """A model to start from. ``settings`` is None for models made elsewhere; ``moments``
+    (adam_m, adam_v) flat arrays laid out like ``params.flat``, or None; ``step`` and
+    ``learned`` the optimizer's step and the schedule's clock; ``sha256``
+    identifies the file(s) it was read from, or the file that saving it would write."""
+
+    config: object
+    params: Params
+    moments: tuple = None
+    step: int = 0
+    learned: int = 0
+    settings: Settings = None
+    sha256: str = None
+    notices: list = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def from_learner(cls, learner):
+        """The model ``learner`` has reached, with its optimizer state: what ``save`` writes."""
+        settings = learner.settings
+        params = Params(settings.model, learner.model.params.flat.copy())
+        moments = None
+        if settings.train.optimizer == "adam":
+            moments = (learner.adam_m.copy(), learner.adam_v.copy())
+        ckpt = cls(settings.model, params, moments, learner.step, learner.learned, settings)
+        ckpt.sha256 = hashlib.sha256(ckpt.to_bytes()).hexdigest()
+        return ckpt
+
+    def to_bytes(self):
+        if self.settings is None:
+            raise CheckpointError("a checkpoint needs settings to be written")
+        tensors = self.params.to_hf()
+        if self.moments is not None:
+            for prefix, flat in zip(MOMENT_PREFIXES, self.moments, strict=True):
+                for name, value in Params(self.config, flat).to_hf().items():
+                    tensors[prefix + name] = value
+        trainer = {"step": self.step, "learned": self.learned, "moments": self.moments is not None}
+        metadata = {
+            "format": "pt",
+            _KEY_VERSION: str(FORMAT_VERSION),
+            _KEY_SETTINGS: _json(self.settings.to_dict()),
+            _KEY_TRAINER: _json(trainer),
+        }
+        return safetensors_bytes(tensors, metadata)
+
+    def learner(self, settings, resume):
+        """A fresh ``OnlineLearner`` (zero recurrent state, primed) from these weights; with
+        ``resume`` also from the moments and step. The checkpoint itself is not modified."""
+        params = Params(self.config, self.params.flat.copy())
+        if resume:
+            return OnlineLearner(settings, params, self.moments, self.step, self.learned)
+        return OnlineLearner(settings, params)
+
+    def settings_for(self, resume, preset="default", train=None, seed=None):
+        """Settings to train this model with: the shape is the checkpoint's; training
+        settings are the checkpoint's own when resuming one of ours, else the preset's;
+        ``train`` (explicit options, None values ignored) and ``seed`` override."""
+        if resume and self.settings is not None:
+            base, base_seed = self.settings.to_dict()["train"], self.settings.seed
+        else:
+            data = load_preset(preset)
+            base, base_seed = data.get("train", {}), data.get("seed", 0)
+        overrides = {k: v for k, v in (train or {}).items() if v is not None}
+        return Settings.from_dict(
+            {
+                "model": dataclasses.asdict(self.config),
+                "train": {**base, **overrides},
+                "seed": base_seed if seed is None else seed,
+            }
+        )
+
+
+def _json(value):
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def safetensors_bytes(tensors, metadata):
+    """A safetensors file of float32 ``tensors``, in sorted name order, and the str->str
+    ``metadata``: the same inputs always give the same bytes."""
+    header = {"__metadata__": dict(sorted(metadata.items()))}
+    offset = 0
+    for name in sorted(tensors):
+        size = tensors[name].size * 4
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(tensors[name].shape),
+            "data_offsets": [offset, offset + size],
+        }
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # the format pads the header to 8 bytes with spaces
+    body = [np.ascontiguousarray(tensors[name], dtype="<f4").tobytes() for name in sorted(tensors)]
+    return b"".join([struct.pack("<Q", len(raw)), raw, *body])
+
+
+def save(path, learner, force=False):
+    """Write the learner's model, Adam moments and step to ``path`` (atomically)."""
+    data = Checkpoint.from_learner(learner).to_bytes()
+    with atomic_output(path, force) as f:
+        f.write(data)
+
+
+def write(path, checkpoint, force=False):
+    """Write ``checkpoint`` to ``path`` (atomically) in our format."""
+    with atomic_output(path, force) as f:
+        f.write(checkpoint.to_bytes())
+
+
+def load(path):
+    """A ``Checkpoint`` from one of our files, a transformers or mamba_ssm folder, or one
+    safetensors file of either."""
+    weights = hf.load_weights(path)
+    meta = weights.metadata
+    if _KEY_VERSION in meta:
+        return _ours(path, weights)
+    params = _params(path, weights.config, weights.tensors)
+    return Checkpoint(weights.config, params, sha256=weights.sha256, notices=weights.notices)
+
+
+def _params(path, cfg, tensors, prefix=""):
+    for name in hf.expected_names(cfg):
+        if prefix + name not in tensors:
+            raise CheckpointError(f"{path}: missing tensor {prefix + name}")
+    try:
+        return Params.from_hf(cfg, {n: tensors[prefix + n] for n in hf.expected_names(cfg)})
+    except ConfigError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
+
+
+def _ours(path, weights):
+    meta = weights.metadata
+    version = meta[_KEY_VERSION]
+    if version != str(FORMAT_VERSION):
+        raise CheckpointError(
+            f"{path}: checkpoint format version {version!r}; this mambazip reads version "
+            f"{FORMAT_VERSION} (upgrade mambazip if the file is newer)"
+        )
+    try:
+        settings = Settings.from_dict(json.loads(meta[_KEY_SETTINGS]))
+        trainer = json.loads(meta[_KEY_TRAINER])
+        step, learned, has_moments = trainer["step"], trainer["learned"], trainer["moments"]
+    except (KeyError, ValueError, TypeError, ConfigError) as exc:
+        raise CheckpointError(f"{path}: malformed checkpoint metadata ({exc})") from None
+    for name, value in (("step", step), ("learned", learned)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 62:
+            raise CheckpointError(f"{path}: malformed checkpoint metadata ({name} {value!r})")
+    cfg = settings.model
+    params = _params(path, cfg, weights.tensors)
+    moments = None
+    if has_moments:
+        moments = tuple(
+            _params(path, cfg, weights.tensors, prefix).flat for prefix in MOMENT_PREFIXES
+        )
+    return Checkpoint(
+        cfg, params, moments, step, learned, settings, weights.sha256, weights.notices
+    )

@@ -342,7 +342,8 @@ def info(files):
         click.echo(f"  training         {_fields(settings['train'])}")
         click.echo(f"  seed             {settings['seed']}")
         if header["model_sha256"]:
-            click.echo(f"  starting model   sha256 {header['model_sha256']}")
+            flag = "--resume" if header["model_resume"] else "--model"
+            click.echo(f"  starting model   sha256 {header['model_sha256']} ({flag})")
     sys.exit(1 if failed else 0)
 
 

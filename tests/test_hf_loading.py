@@ -195,3 +195,24 @@ def test_converted_weights_equal_the_widened_half_precision_tensors(tmp_path, ru
     for name, value in theirs.items():
         assert ours[name].dtype == np.float32
         np.testing.assert_array_equal(ours[name], value.astype(np.float32), err_msg=name)
+
+
+def test_a_file_compressed_from_a_model_folder_decompresses_with_that_folder(
+    run_cli, tmp_path, sample_file, sample
+):
+    folder = tmp_path / "sharded"
+    shutil.copytree(FIXTURES / "sharded", folder)
+    made = run_cli("compress", sample_file, "--model", folder, "--lr", "0.003")
+    assert made.exit_code == 0, made.stderr
+    info = run_cli("info", f"{sample_file}.mz")
+    assert "starting model   sha256 " in info.stdout.decode()
+    assert "(--model)" in info.stdout.decode()
+    sample_file.unlink()
+    back = run_cli("decompress", f"{sample_file}.mz", "--model", folder)
+    assert back.exit_code == 0, back.stderr
+    assert sample_file.read_bytes() == sample
+    # Any shard changed makes it another model.
+    shard = folder / "model-00003-of-00003.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-4] + b"\0\0\0\0")
+    line = run_cli("decompress", f"{sample_file}.mz", "-o", tmp_path / "x", "--model", folder)
+    assert "wrong model" in line.error_line(1)

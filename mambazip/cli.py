@@ -155,14 +155,14 @@ def _settings(preset, seed, opts, start, resume):
         raise click.UsageError(str(exc)) from None
 
 
-def _check_save(save_model, files, force):
+def _check_save(path, files, force, option="--save-model"):
     """Refuse before the work rather than after it."""
-    if save_model is None:
+    if path is None:
         return
     if len(files) > 1:
-        raise click.UsageError("--save-model takes one input file")
-    if os.path.lexists(save_model) and not force:
-        raise click.ClickException(f"{save_model} already exists; use -f to overwrite")
+        raise click.UsageError(f"{option} takes one input file")
+    if os.path.lexists(path) and not force:
+        raise click.ClickException(f"{path} already exists; use -f to overwrite")
 
 
 def _save(save_model, stats, force):
@@ -242,8 +242,7 @@ def score(files, preset, seed, model_path, resume_path, as_json, per_byte, save_
     start, resume = _load_start(model_path, resume_path, quiet)
     settings = _settings(preset, seed, opts, start, resume)
     _check_save(save_model, files, force)
-    if per_byte is not None:
-        _check_save(per_byte, files, force)
+    _check_save(per_byte, files, force, "--per-byte")
     failed = False
     for path in files:
         bits = []

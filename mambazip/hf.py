@@ -181,7 +181,9 @@ def _config(path, config, tensors, notices):
             )
         _cut_vocab(path, tensors, vocab, notices)
         return ModelConfig(**fields)
-    except (ConfigError, TypeError, ValueError) as exc:
+    except KeyError as exc:
+        raise CheckpointError(f"{path}: unusable model config: no {exc} in config.json") from None
+    except (ConfigError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"{path}: unusable model config: {exc}") from None
 
 

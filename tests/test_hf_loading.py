@@ -216,3 +216,13 @@ def test_a_file_compressed_from_a_model_folder_decompresses_with_that_folder(
     shard.write_bytes(shard.read_bytes()[:-4] + b"\0\0\0\0")
     line = run_cli("decompress", f"{sample_file}.mz", "-o", tmp_path / "x", "--model", folder)
     assert "wrong model" in line.error_line(1)
+
+
+def test_a_config_without_the_model_size_is_a_clear_error(run_cli, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(FIXTURES / "untied", folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["hidden_size"]
+    (folder / "config.json").write_text(json.dumps(config))
+    line = run_cli("convert", folder, tmp_path / "out.safetensors").error_line(1)
+    assert "unusable model config: no 'hidden_size' in config.json" in line

@@ -69,4 +69,4 @@ def test_score_text_output_is_one_line_per_file(run_cli, tiny_flags, sample_file
 def test_per_byte_takes_one_input(run_cli, tiny_flags, sample_file, tmp_path):
     result = run_cli("score", sample_file, sample_file, *tiny_flags, "--per-byte",
                      tmp_path / "b.npy")  # fmt: skip
-    assert "one input file" in result.error_line(2)
+    assert "--per-byte takes one input file" in result.error_line(2)

@@ -24,7 +24,7 @@ import struct
 import numpy as np
 
 from . import hf
-from .config import Settings, load_preset
+from .config import ModelConfig, Settings, load_preset
 from .errors import CheckpointError, ConfigError
 from .files import atomic_output
 from .model import OnlineLearner
@@ -41,10 +41,10 @@ _KEY_TRAINER = "mambazip.trainer"
 class Checkpoint:
     """A model to start from. ``settings`` is None for models made elsewhere; ``moments``
     (adam_m, adam_v) flat arrays laid out like ``params.flat``, or None; ``step`` and
-    ``learned`` the optimizer's step and the schedule's clock; ``sha256``
-    identifies the file(s) it was read from, or the file that saving it would write."""
+    ``learned`` the optimizer's step and the schedule's clock; ``sha256`` of the file(s)
+    it was read from (see ``digest``)."""
 
-    config: object
+    config: ModelConfig
     params: Params
     moments: tuple = None
     step: int = 0
@@ -61,9 +61,14 @@ class Checkpoint:
         moments = None
         if settings.train.optimizer == "adam":
             moments = (learner.adam_m.copy(), learner.adam_v.copy())
-        ckpt = cls(settings.model, params, moments, learner.step, learner.learned, settings)
-        ckpt.sha256 = hashlib.sha256(ckpt.to_bytes()).hexdigest()
-        return ckpt
+        return cls(settings.model, params, moments, learner.step, learner.learned, settings)
+
+    def digest(self):
+        """The SHA-256 that names this model in a .mz header: of the file(s) it was read
+        from or, for one made in memory, of the file that saving it writes."""
+        if self.sha256 is None:
+            self.sha256 = hashlib.sha256(self.to_bytes()).hexdigest()
+        return self.sha256
 
     def to_bytes(self):
         if self.settings is None:

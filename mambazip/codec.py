@@ -73,7 +73,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     start = time.perf_counter()
     out = _Counting(dst)
     learner = model.learner(settings, resume) if model else OnlineLearner(settings)
-    sha = model.sha256 if model else None
+    sha = model.digest() if model else None
     container.write_header(out, settings, block_size, model_sha256=sha, model_resume=resume)
     stats = Stats()
     crc = 0
@@ -159,10 +159,10 @@ def _check_model(header, model, resume):
             f"this file was compressed starting from a model (SHA-256 {want}); "
             f"give that checkpoint with {flag}"
         )
-    if model.sha256 != want:
+    if model.digest() != want:
         raise CheckpointError(
             f"wrong model: this file was compressed starting from SHA-256 {want}, "
-            f"the given model has {model.sha256}"
+            f"the given model has {model.digest()}"
         )
     if resume != want_resume:
         raise CheckpointError(

@@ -300,3 +300,20 @@ def test_resumed_compression_of_a_similar_file_is_smaller_than_a_fresh_one(run_c
     fresh = run_cli("compress", mz.parent / "b", *tiny_flags, "-o", mz.parent / "fresh.mz")
     assert fresh.exit_code == 0
     assert mz.stat().st_size < 0.8 * (mz.parent / "fresh.mz").stat().st_size
+
+
+def test_a_model_kept_in_memory_is_named_as_the_file_saving_it_would_write(
+    tmp_path, tiny_settings, texts
+):
+    a, b = texts
+    learner = learn(OnlineLearner(tiny_settings), a)
+    checkpoint.save(tmp_path / "a.st", learner)
+    in_memory = checkpoint.Checkpoint.from_learner(learner)
+    assert in_memory.digest() == hashlib.sha256((tmp_path / "a.st").read_bytes()).hexdigest()
+    # So a file compressed from it decompresses with the saved checkpoint.
+    blob = io.BytesIO()
+    codec.compress_stream(io.BytesIO(b), blob, tiny_settings, model=in_memory, resume=True)
+    out = io.BytesIO()
+    saved = checkpoint.load(str(tmp_path / "a.st"))
+    codec.decompress_stream(io.BytesIO(blob.getvalue()), out, model=saved, resume=True)
+    assert out.getvalue() == b

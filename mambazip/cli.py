@@ -94,6 +94,8 @@ def _train_options(f):
         click.option("--scope", callback=_scope,
                      help=f"What to train: comma list of {', '.join(SCOPES)}."),
         click.option("--clip", type=float, help="Element-wise gradient clip (0: none)."),
+        click.option("--bptt", type=int,
+                     help="Truncated BPTT: one update per this many bytes (1: every byte)."),
         click.option("--warmup", type=int, help="Learning-rate warm-up, in bytes."),
         click.option("--decay", type=int,
                      help="Decay lr by sqrt(decay / t) after t > decay bytes."),

@@ -7,6 +7,7 @@ runs the per-byte loop of DESIGN.md in compiled chunks, handing out quantized pd
 
 import numpy as np
 
+from .kernels.backward import Deferred
 from .kernels.forward import acts_size, acts_views
 from .kernels.layout import N_TENSORS
 from .kernels.segment import (
@@ -68,6 +69,17 @@ class Model:
         self.acts = acts_views(self.work, self.dims)
         self.dssm = np.zeros_like(self.ssm_state)
         self.dpend = np.zeros_like(self.conv_state)
+        self.dfr = self.new_deferred(1)
+
+    def new_deferred(self, rows):
+        """backward.Deferred buffers for ``rows`` tokens."""
+        cfg = self.cfg
+        L, D, E, R, V = cfg.n_layer, cfg.d_model, cfg.d_inner, cfg.dt_rank, cfg.vocab
+        P = R + 2 * cfg.d_state
+        shapes = [(rows, D), (rows, V), (L, rows, E), (L, rows, D), (L, rows, R),
+                  (L, rows, E), (L, rows, E), (L, rows, P), (L, rows, D), (L, rows, 2 * E),
+                  (rows, D)]  # fmt: skip
+        return Deferred(*(np.zeros(shape, dtype=f32) for shape in shapes))
 
     @property
     def probs(self):
@@ -94,6 +106,7 @@ class Model:
         backward_byte(
             self.params.flat, grad, self.params.offsets, need, self.dims, self.work,
             self.counters[C_LAST_INPUT], int(target), f32(1.0), False, self.dssm, self.dpend,
+            False, self.dfr, 0,
         )  # fmt: skip
         return Params(self.cfg, grad).to_hf()
 
@@ -112,6 +125,7 @@ class Model:
             np.zeros((chunk, self.work.shape[0]), dtype=f32),
             self.dssm,
             self.dpend,
+            self.new_deferred(chunk),
         )
 
     def segment_gradient(self, inputs, targets, chunk=None):
@@ -223,7 +237,7 @@ class OnlineLearner:
             run_bytes(
                 m.params.flat, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
                 self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, m.work,
-                m.dssm, m.dpend, data, freqs, p,
+                m.dssm, m.dpend, m.dfr, data, freqs, p,
             )  # fmt: skip
         else:
             run_segments(

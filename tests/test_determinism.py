@@ -12,6 +12,7 @@ nothing, so that is asserted too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ import llvmlite.binding as llvm
 import pytest
 
 import mambazip
+from mambazip.config import preset_names
 
 # Runs in a subprocess: jobs from a JSON file, then reports how Numba compiled the kernels.
 WORKER = r"""
@@ -60,23 +62,33 @@ json.dump({
 }, sys.stdout)
 """
 
-# The tiny model; a model whose sizes are no multiple of any SIMD width, so vectorised
-# loops have remainders; and the default preset (the shape users get), on a short input.
+# The tiny model, with bptt=1 and with truncated BPTT over 7-byte segments (the input is
+# no multiple of 7); a model whose sizes are no multiple of any SIMD width, so vectorised
+# loops have remainders, with bptt=1 and 5; and every preset (the shapes users get), on a
+# short input.
 ODD_MODEL = {"d_model": 12, "n_layer": 2, "d_inner": 20, "d_state": 5, "d_conv": 3, "dt_rank": 3}
-CASES = ("tiny", "odd-sizes", "default-preset")
+CASES = ("tiny", "tiny-bptt7", "odd-sizes", "odd-sizes-bptt5",
+         *(f"preset-{name}" for name in preset_names()))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory, tiny_settings, sample):
     """name -> (settings, input path, input bytes). Inputs cross the 4096-byte chunk of
-    the compressor's compiled loop except for the (slow) default preset."""
+    the compressor's compiled loop except for the (slower) presets."""
     directory = tmp_path_factory.mktemp("determinism-inputs")
     data = (sample * 2)[:5000]
+    bptt7 = dataclasses.replace(tiny_settings.train, bptt=7)
     table = {
         "tiny": (tiny_settings, data),
+        "tiny-bptt7": (dataclasses.replace(tiny_settings, train=bptt7), data),
         "odd-sizes": (mambazip.resolve_settings(model=ODD_MODEL, seed=7), data),
-        "default-preset": (mambazip.resolve_settings("default"), data[:1500]),
+        "odd-sizes-bptt5": (
+            mambazip.resolve_settings(model=ODD_MODEL, train={"bptt": 5}, seed=7),
+            data,
+        ),
     }
+    for name in preset_names():
+        table[f"preset-{name}"] = (mambazip.resolve_settings(name), data[:1500])
     out = {}
     for name, (settings, content) in table.items():
         path = directory / name

@@ -15,7 +15,7 @@ import pytest
 
 import mambazip
 from mambazip import codec, container
-from mambazip.config import OPTIMIZERS
+from mambazip.config import OPTIMIZERS, preset_names
 
 # The benchmark corpora sit beside the repository in the project's shared workspace
 # (../shared/bench/corpus from the repository root); a user's fresh clone lacks them.
@@ -106,6 +106,21 @@ def test_each_optimizer_roundtrips(tiny_settings, sample, optimizer):
     train = dataclasses.replace(tiny_settings.train, optimizer=optimizer)
     settings = dataclasses.replace(tiny_settings, train=train)
     assert roundtrip(sample, settings) == sample
+
+
+@pytest.mark.parametrize(("bptt", "length"), [(2, 5001), (7, 5000), (64, 4097), (64, 40)])
+def test_truncated_bptt_roundtrips_when_the_length_is_no_multiple_of_the_segment(
+    tiny_settings, sample, bptt, length
+):
+    data = (sample * (length // len(sample) + 1))[:length]
+    train = dataclasses.replace(tiny_settings.train, bptt=bptt)
+    assert roundtrip(data, dataclasses.replace(tiny_settings, train=train)) == data
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_each_preset_roundtrips(sample, name):
+    data = sample[:1500]
+    assert roundtrip(data, mambazip.resolve_settings(name)) == data
 
 
 def test_default_preset_roundtrips(sample):

@@ -6,11 +6,19 @@ ssm_prev) is a constant. With ``carry`` (truncated BPTT, tokens visited newest f
 gradients reaching that state are handed back to the previous token: ``dssm`` (L, E, N), the
 gradient of the SSM state, and ``dpend`` (L, K, E), the gradients pending for the last K
 convolution inputs, [K-1] the newest.
+With ``defer`` (truncated BPTT) the weight gradients of the five linear layers and the
+embedding are not formed token by token: each token's layer inputs and output gradients go
+to token row ``j`` of ``Deferred`` buffers, and ``flush_weight_grads`` adds a chunk of tokens at
+once, reading and writing each weight gradient once per chunk instead of once per token.
+It adds the terms newest token first, the order the token-by-token visit would use, so the
+bits do not depend on how many tokens a chunk holds.
 Argument order: input gradients, weight gradients, output gradient, saved activations, weights.
 Weight gradients are accumulated (+=); ``optim`` consumes and zeroes them. ``need`` (N_TENSORS,)
 says which weight gradients to form at all: untrained tensors cost nothing.
 Dimensions as in ``layout``.
 """
+
+from collections import namedtuple
 
 import numpy as np
 from numba import njit
@@ -35,16 +43,40 @@ from .layout import (
     X_PROJ,
     X_PROJ_BIAS,
 )
-from .linalg import matvec_t_acc, outer_acc
+from .linalg import matvec_t_acc, outer_acc, outer_acc_rows
 
 f32 = np.float32
 
+# Per-token rows (C tokens) of the deferred weight-gradient terms: each linear layer's input
+# ("_x") and output gradient ("_dy"), and the embedding column's gradient.
+Deferred = namedtuple(
+    "Deferred",
+    [
+        "head_x",  # (C, D)
+        "head_dy",  # (C, V)
+        "out_x",  # (L, C, E)
+        "out_dy",  # (L, C, D)
+        "dt_x",  # (L, C, R)
+        "dt_dy",  # (L, C, E)
+        "xp_x",  # (L, C, E)
+        "xp_dy",  # (L, C, P)
+        "in_x",  # (L, C, D)
+        "in_dy",  # (L, C, 2E)
+        "emb_dx",  # (C, D)
+    ],
+)
+
 
 @njit(cache=True, error_model="numpy")
-def linear_backward(dx, dWt, db, dy, x, Wt, need_w, need_b):
-    """For y = b + x @ Wt: dx (n_in,) += Wt @ dy; dWt (n_in, n_out) += x ⊗ dy; db += dy."""
+def linear_backward(dx, dWt, db, dy, x, Wt, need_w, need_b, defer, x_row, dy_row):
+    """For y = b + x @ Wt: dx (n_in,) += Wt @ dy; dWt (n_in, n_out) += x ⊗ dy, or with
+    ``defer`` x and dy saved to x_row, dy_row; db += dy."""
     if need_w:
-        outer_acc(dWt, x, dy)
+        if defer:
+            x_row[:] = x
+            dy_row[:] = dy
+        else:
+            outer_acc(dWt, x, dy)
     if need_b:
         for o in range(dy.shape[0]):
             db[o] += dy[o]
@@ -148,7 +180,8 @@ def conv_backward(dxin, dconv_w, dconv_b, dpend, dxc, conv_in, conv_w, need_w, n
 
 
 @njit(cache=True, error_model="numpy")
-def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dpend):
+def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dpend, defer,
+                   dfr, j):  # fmt: skip
     """Gradient through one mixer: dh (D,) = its input gradient (overwritten), weight gradients
     into ``G``; dout (D,) is the gradient of the mixer output."""
     l = layer
@@ -159,7 +192,7 @@ def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dp
         dyg[e] = f32(0.0)
     linear_backward(
         dyg, G.out_proj[l], G.out_proj_bias[l], dout, act.yg[l], W.out_proj[l],
-        need[OUT_PROJ], need[OUT_PROJ_BIAS],
+        need[OUT_PROJ], need[OUT_PROJ_BIAS], defer, dfr.out_x[l, j], dfr.out_dy[l, j],
     )  # fmt: skip
     gate_backward(dy, dxz[E:], dyg, act.y[l], act.xz[l, E:])
     ssm_backward(
@@ -173,11 +206,11 @@ def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dp
         ddbc[r] = f32(0.0)
     linear_backward(
         ddbc[:R], G.dt_proj[l], G.dt_bias[l], ddt, act.dbc[l, :R], W.dt_proj[l],
-        need[DT_PROJ], need[DT_BIAS],
+        need[DT_PROJ], need[DT_BIAS], defer, dfr.dt_x[l, j], dfr.dt_dy[l, j],
     )  # fmt: skip
     linear_backward(
         du, G.x_proj[l], G.x_proj_bias[l], ddbc, act.u[l], W.x_proj[l],
-        need[X_PROJ], need[X_PROJ_BIAS],
+        need[X_PROJ], need[X_PROJ_BIAS], defer, dfr.xp_x[l, j], dfr.xp_dy[l, j],
     )  # fmt: skip
     for e in range(E):
         s = sigmoid32(act.xc[l, e])
@@ -190,14 +223,16 @@ def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dp
         dh[d] = f32(0.0)
     linear_backward(
         dh, G.in_proj[l], G.in_proj_bias[l], dxz, act.h[l], W.in_proj[l],
-        need[IN_PROJ], need[IN_PROJ_BIAS],
+        need[IN_PROJ], need[IN_PROJ_BIAS], defer, dfr.in_x[l, j], dfr.in_dy[l, j],
     )  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")
-def model_backward(G, act, W, byte_in, target, R, need, scale, carry, dssm, dpend):
+def model_backward(G, act, W, byte_in, target, R, need, scale, carry, dssm, dpend, defer, dfr,
+                   j):  # fmt: skip
     """Accumulate into G the gradient of -scale * log probs[target] for the forward of
-    ``byte_in`` (``carry``, ``dssm``, ``dpend``: see the module docstring)."""
+    ``byte_in`` (``carry``, ``dssm``, ``dpend``, ``defer``, ``dfr``, ``j``: see the module
+    docstring)."""
     L, D = act.x_in.shape
     E = act.A.shape[1]
     N = act.A.shape[2]
@@ -212,7 +247,7 @@ def model_backward(G, act, W, byte_in, target, R, need, scale, carry, dssm, dpen
     dh = np.zeros(D, dtype=f32)
     linear_backward(
         dh, G.lm_head, G.lm_head_bias, dlogits, act.h_f, W.lm_head,
-        need[LM_HEAD], need[LM_HEAD_BIAS],
+        need[LM_HEAD], need[LM_HEAD_BIAS], defer, dfr.head_x[j], dfr.head_dy[j],
     )  # fmt: skip
     dx = np.zeros(D, dtype=f32)
     rmsnorm_backward(dx, G.norm_f, dh, act.x_f, W.norm_f, act.rstd_f[0], need[NORM_F])
@@ -225,9 +260,40 @@ def model_backward(G, act, W, byte_in, target, R, need, scale, carry, dssm, dpen
         np.zeros(R + 2 * N, dtype=f32),
     )
     for l in range(L - 1, -1, -1):
-        mixer_backward(dh, G, dx, act, l, W, R, need, scratch, carry, dssm, dpend)
+        mixer_backward(dh, G, dx, act, l, W, R, need, scratch, carry, dssm, dpend, defer, dfr, j)
         # The residual passes dx through unchanged; the norm adds its own share.
         rmsnorm_backward(dx, G.norm[l], dh, act.x_in[l], W.norm[l], act.rstd[l], need[NORM])
     if need[EMBEDDING]:
-        for d in range(D):
-            G.embedding[d, byte_in] += dx[d]
+        if defer:
+            dfr.emb_dx[j] = dx
+        else:
+            for d in range(D):
+                G.embedding[d, byte_in] += dx[d]
+
+
+@njit(cache=True, error_model="numpy")
+def flush_weight_grads(G, dfr, n, inputs, need, tied):
+    """Add the deferred terms of tokens 0..n-1 (rows of ``dfr``; ``inputs`` (n,) their input
+    bytes) to the weight gradients, newest first. With tied embeddings the head and the
+    embedding are one matrix: each token's column term follows its head term, as it does
+    token by token."""
+    L = dfr.out_x.shape[0]
+    if need[LM_HEAD]:
+        outer_acc_rows(G.lm_head, dfr.head_x[:n], dfr.head_dy[:n], tied, dfr.emb_dx[:n], inputs)
+    if need[EMBEDDING] and not tied:
+        for t in range(n - 1, -1, -1):
+            for d in range(dfr.emb_dx.shape[1]):
+                G.embedding[d, inputs[t]] += dfr.emb_dx[t, d]
+    for l in range(L - 1, -1, -1):
+        if need[OUT_PROJ]:
+            outer_acc_rows(G.out_proj[l], dfr.out_x[l, :n], dfr.out_dy[l, :n], False,
+                           dfr.emb_dx, inputs)  # fmt: skip
+        if need[DT_PROJ]:
+            outer_acc_rows(G.dt_proj[l], dfr.dt_x[l, :n], dfr.dt_dy[l, :n], False,
+                           dfr.emb_dx, inputs)  # fmt: skip
+        if need[X_PROJ]:
+            outer_acc_rows(G.x_proj[l], dfr.xp_x[l, :n], dfr.xp_dy[l, :n], False,
+                           dfr.emb_dx, inputs)  # fmt: skip
+        if need[IN_PROJ]:
+            outer_acc_rows(G.in_proj[l], dfr.in_x[l, :n], dfr.in_dy[l, :n], False,
+                           dfr.emb_dx, inputs)  # fmt: skip

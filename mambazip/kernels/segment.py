@@ -18,6 +18,7 @@ gradient has the same bits for every chunk size; memory is O(chunk), not O(bptt)
     ck_pos           (M,) int64    ring-buffer slot of the newest input then
     work             (chunk, A)    saved activations, forward t in row t % chunk
     dssm, dpend      (L, E, N), (L, K, E): gradients carried back through the state
+    dfr              backward.Deferred with ``chunk`` rows: weight-gradient terms of a chunk
 """
 
 from collections import namedtuple
@@ -25,7 +26,9 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .backward import flush_weight_grads
 from .forward import acts_views
+from .layout import DIM_TIED, weight_views
 from .step import (
     C_BYTES,
     C_POS,
@@ -39,7 +42,8 @@ from .step import (
 f32 = np.float32
 
 Segment = namedtuple(
-    "Segment", ["inputs", "targets", "ck_conv", "ck_ssm", "ck_pos", "work", "dssm", "dpend"]
+    "Segment",
+    ["inputs", "targets", "ck_conv", "ck_ssm", "ck_pos", "work", "dssm", "dpend", "dfr"],
 )
 
 
@@ -87,7 +91,10 @@ def segment_backward(theta, grad, offs, need, dims, hyper, conv_state, ssm_state
                              seg.work[t - lo], seg.inputs[t])  # fmt: skip
         for t in range(hi - 1, lo - 1, -1):
             backward_byte(theta, grad, offs, need, dims, seg.work[t - lo], seg.inputs[t],
-                          seg.targets[t], scale, True, seg.dssm, seg.dpend)  # fmt: skip
+                          seg.targets[t], scale, True, seg.dssm, seg.dpend, True, seg.dfr,
+                          t - lo)  # fmt: skip
+        flush_weight_grads(weight_views(grad, offs, dims), seg.dfr, hi - lo, seg.inputs[lo:hi],
+                           need, dims[DIM_TIED] != 0)  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")

@@ -99,19 +99,21 @@ def forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work
 
 @njit(cache=True, error_model="numpy")
 def backward_byte(theta, grad, offs, need, dims, work, byte_in, target, scale, carry, dssm,
-                  dpend):  # fmt: skip
+                  dpend, defer, dfr, j):  # fmt: skip
     """Accumulate into ``grad`` the gradient of -scale log p(target) of the forward of
-    ``byte_in`` saved in ``work`` (see backward.model_backward for the carries)."""
+    ``byte_in`` saved in ``work`` (see backward.model_backward for the other arguments)."""
     W = weight_views(theta, offs, dims)
     G = weight_views(grad, offs, dims)
     act = acts_views(work, dims)
-    model_backward(G, act, W, byte_in, target, dims[DIM_R], need, scale, carry, dssm, dpend)
+    model_backward(
+        G, act, W, byte_in, target, dims[DIM_R], need, scale, carry, dssm, dpend, defer, dfr, j
+    )
 
 
 @njit(cache=True, error_model="numpy")
 def run_bytes(
     theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
-    conv_state, ssm_state, counters, work, dssm, dpend, data, freqs, p_coded,
+    conv_state, ssm_state, counters, work, dssm, dpend, dfr, data, freqs, p_coded,
 ):  # fmt: skip
     """The online loop over data (n,) uint8, from a primed model.
 
@@ -127,7 +129,7 @@ def run_bytes(
         if learn:
             backward_byte(
                 theta, grad, offs, need, dims, work, counters[C_LAST_INPUT], b, f32(1.0),
-                False, dssm, dpend,
+                False, dssm, dpend, False, dfr, 0,
             )  # fmt: skip
             optimizer_step(
                 theta, grad, adam_m, adam_v, ranges, hyper, counters, counters[C_STEP] + 1

@@ -191,8 +191,9 @@ def gate_forward(yg, y, z):
 
 
 @njit(cache=True, error_model="numpy")
-def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R):
-    """The Mamba mixer of one layer on act.h[layer] (D,); out (D,) = its output."""
+def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R, project=True):
+    """The Mamba mixer of one layer on act.h[layer] (D,); out (D,) = its output (not formed
+    without ``project``: then only the state advances)."""
     l = layer
     E = conv_state.shape[2]
     N = ssm_state.shape[2]
@@ -209,7 +210,8 @@ def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R):
         act.dbc[l, R : R + N], act.dbc[l, R + N :], W.A_log[l], W.D[l],
     )  # fmt: skip
     gate_forward(act.yg[l], act.y[l], act.xz[l, E:])
-    matvec(out, W.out_proj[l], act.yg[l], W.out_proj_bias[l])
+    if project:
+        matvec(out, W.out_proj[l], act.yg[l], W.out_proj_bias[l])
 
 
 @njit(cache=True, error_model="numpy")
@@ -217,7 +219,7 @@ def model_forward(act, W, conv_state, ssm_state, pos, byte, R, eps, head=True):
     """Advance the model by one input byte; act.probs (V,) becomes the next byte's pdf.
 
     ``pos`` is the ring-buffer slot for this input (the caller advances it). Without
-    ``head`` only the recurrent state advances: no norm_f, lm_head or softmax.
+    ``head`` only the recurrent state advances: no last out_proj, norm_f, lm_head, softmax.
     """
     L, D = act.x_in.shape
     x = act.x_in[0]
@@ -225,12 +227,14 @@ def model_forward(act, W, conv_state, ssm_state, pos, byte, R, eps, head=True):
         x[d] = W.embedding[d, byte]
     for l in range(L):
         act.rstd[l] = rmsnorm_forward(act.h[l], act.x_in[l], W.norm[l], eps)
+        if not head and l == L - 1:
+            # The last mixer's output feeds only the head.
+            mixer_forward(act.mix_out, act, l, W, conv_state, ssm_state, pos, R, False)
+            return
         mixer_forward(act.mix_out, act, l, W, conv_state, ssm_state, pos, R)
         nxt = act.x_in[l + 1] if l + 1 < L else act.x_f
         for d in range(D):
             nxt[d] = act.x_in[l, d] + act.mix_out[d]
-    if not head:
-        return
     act.rstd_f[0] = rmsnorm_forward(act.h_f, act.x_f, W.norm_f, eps)
     matvec(act.logits, W.lm_head, act.h_f, W.lm_head_bias)
     softmax32(act.probs, act.logits)

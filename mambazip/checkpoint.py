@@ -87,13 +87,14 @@ class Checkpoint:
         }
         return safetensors_bytes(tensors, metadata)
 
-    def learner(self, settings, resume):
+    def learner(self, settings, resume, replay_chunk=None):
         """A fresh ``OnlineLearner`` (zero recurrent state, primed) from these weights; with
         ``resume`` also from the moments and step. The checkpoint itself is not modified."""
         params = Params(self.config, self.params.flat.copy())
         if resume:
-            return OnlineLearner(settings, params, self.moments, self.step, self.learned)
-        return OnlineLearner(settings, params)
+            return OnlineLearner(settings, params, self.moments, self.step, self.learned,
+                                 replay_chunk=replay_chunk)  # fmt: skip
+        return OnlineLearner(settings, params, replay_chunk=replay_chunk)
 
     def settings_for(self, resume, preset="default", train=None, seed=None):
         """Settings to train this model with: the shape is the checkpoint's; training

@@ -167,6 +167,14 @@ def _check_save(path, files, force, option="--save-model"):
         raise click.ClickException(f"{path} already exists; use -f to overwrite")
 
 
+_replay_option = click.option(
+    "--replay-chunk",
+    type=click.IntRange(min=1),
+    help="Keep truncated-BPTT activations for this many bytes and replay the rest of a "
+    "segment (less memory, more time; the output is the same).",
+)
+
+
 def _save(save_model, stats, force):
     if save_model is not None:
         checkpoint.save(save_model, stats.learner, force)
@@ -177,8 +185,9 @@ def _save(save_model, stats, force):
 @_io_options
 @_train_options
 @_save_option
+@_replay_option
 def compress(files, output, to_stdout, force, keep, remove, quiet, verbose, preset, seed,
-             model_path, resume_path, save_model, **opts):  # fmt: skip
+             model_path, resume_path, save_model, replay_chunk, **opts):  # fmt: skip
     """Compress FILES (- or none: stdin) to FILE.mz."""
     start, resume = _load_start(model_path, resume_path, quiet)
     settings = _settings(preset, seed, opts, start, resume)
@@ -187,7 +196,7 @@ def compress(files, output, to_stdout, force, keep, remove, quiet, verbose, pres
     def run(src, dst, size, name):
         with _progress(size, name, quiet) as progress:
             stats = codec.compress_stream(src, dst, settings, progress=progress, model=start,
-                                          resume=resume)  # fmt: skip
+                                          resume=resume, replay_chunk=replay_chunk)  # fmt: skip
         return _save(save_model, stats, force)
 
     _each(files, output, to_stdout, force, remove, verbose, run,
@@ -199,8 +208,9 @@ def compress(files, output, to_stdout, force, keep, remove, quiet, verbose, pres
 @click.option("-t", "--test", is_flag=True, help="Check the files; write nothing.")
 @_start_options
 @_save_option
+@_replay_option
 def decompress(files, output, to_stdout, force, keep, remove, quiet, verbose, test,
-               model_path, resume_path, save_model):  # fmt: skip
+               model_path, resume_path, save_model, replay_chunk):  # fmt: skip
     """Decompress FILES.mz (- or none: stdin) and verify their checksums. A file compressed
     from a starting model needs the same model, given with the same option."""
     start, resume = _load_start(model_path, resume_path, quiet)
@@ -209,7 +219,7 @@ def decompress(files, output, to_stdout, force, keep, remove, quiet, verbose, te
     def run(src, dst, size, name):
         with _progress(None, name, quiet) as progress:
             stats = codec.decompress_stream(src, dst, progress=progress, model=start,
-                                            resume=resume)  # fmt: skip
+                                            resume=resume, replay_chunk=replay_chunk)  # fmt: skip
         return _save(save_model, stats, force)
 
     def name_output(path):

@@ -64,15 +64,16 @@ def _read_up_to(f, n):
 
 
 def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, progress=None,
-                    model=None, resume=False, per_byte=None):  # fmt: skip
+                    model=None, resume=False, per_byte=None, replay_chunk=None):  # fmt: skip
     """Compress everything readable from ``src`` into ``dst``. ``progress(n_bytes, bits)`` is
     called after each chunk with that chunk's size and ideal code length. ``model``: a
     ``checkpoint.Checkpoint`` to start from (its weights; with ``resume`` also its optimizer
     state), recorded in the header by its SHA-256. ``per_byte``: a list that receives each
-    chunk's float64 -log2 p per byte."""
+    chunk's float64 -log2 p per byte. ``replay_chunk``: see ``OnlineLearner``; it bounds
+    memory and changes no bit of the output."""
     start = time.perf_counter()
     out = _Counting(dst)
-    learner = model.learner(settings, resume) if model else OnlineLearner(settings)
+    learner = _learner(settings, model, resume, replay_chunk)
     sha = model.digest() if model else None
     container.write_header(out, settings, block_size, model_sha256=sha, model_resume=resume)
     stats = Stats()
@@ -102,15 +103,22 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     return stats
 
 
-def decompress_stream(src, dst, progress=None, model=None, resume=False):
+def _learner(settings, model, resume, replay_chunk):
+    if model:
+        return model.learner(settings, resume, replay_chunk)
+    return OnlineLearner(settings, replay_chunk=replay_chunk)
+
+
+def decompress_stream(src, dst, progress=None, model=None, resume=False, replay_chunk=None):
     """Decompress a .mz stream from ``src`` into ``dst``; verifies length and checksum.
-    ``model``/``resume``: the starting checkpoint, as given to ``compress_stream``."""
+    ``model``/``resume``: the starting checkpoint, as given to ``compress_stream``;
+    ``replay_chunk`` as there."""
     start = time.perf_counter()
     src = _Counting(src)
     header = container.read_header(src)
     _check_model(header, model, resume)
     settings = header["settings"]
-    learner = model.learner(settings, resume) if model else OnlineLearner(settings)
+    learner = _learner(settings, model, resume, replay_chunk)
     stats = Stats()
     crc = 0
     for n_bytes, words in container.read_blocks(src, header["block_size"]):

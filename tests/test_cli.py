@@ -284,3 +284,28 @@ def test_library_and_cli_write_the_same_bytes(run_cli, tiny_flags, sample_file, 
     out = io.BytesIO()
     mambazip.compress_stream(io.BytesIO(sample_file.read_bytes()), out, tiny_settings)
     assert result.stdout == out.getvalue()
+
+
+def test_bptt_option_is_recorded_and_replay_chunk_changes_no_byte(
+    run_cli, tiny_flags, sample_file, sample
+):
+    whole = sample_file.parent / "whole.mz"
+    chunked = sample_file.parent / "chunked.mz"
+    flags = (*tiny_flags, "--bptt", "8")
+    assert run_cli("compress", *flags, "-o", whole, sample_file).exit_code == 0
+    assert (
+        run_cli("compress", *flags, "--replay-chunk", "3", "-o", chunked, sample_file).exit_code
+        == 0
+    )
+    assert chunked.read_bytes() == whole.read_bytes()
+    with open(whole, "rb") as f:
+        assert container.read_header(f)["settings"].train.bptt == 8
+    restored = sample_file.parent / "restored"
+    result = run_cli("decompress", "--replay-chunk", "1", "-o", restored, whole)
+    assert result.exit_code == 0
+    assert restored.read_bytes() == sample
+
+
+@pytest.mark.parametrize("option", [("--bptt", "0"), ("--replay-chunk", "0")])
+def test_segment_options_below_one_are_usage_errors(run_cli, tiny_flags, sample_file, option):
+    run_cli("compress", *tiny_flags, *option, sample_file).error_line(2)

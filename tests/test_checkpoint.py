@@ -73,6 +73,8 @@ SCHEDULES = {
         ("--warmup", "500", "--decay", "1000", "--lr", "0.003"),
         {"warmup": 500, "decay": 1000, "lr": 0.003},
     ),
+    # 2990 bytes of A leave a segment of 2990 % 7 = 1 byte for finish() to learn.
+    "bptt": (("--bptt", "7", "--decay", "1000"), {"bptt": 7, "decay": 1000}),
 }
 
 
@@ -94,7 +96,7 @@ def test_resume_continues_exactly_as_one_run_over_both_files(
         model={"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3}, train=train
     )
     one_run = learn(carried_over(learn(OnlineLearner(settings), a)), b)
-    assert one_run.step == len(a) + len(b)
+    assert one_run.learned == len(a) + len(b)
     assert_file_holds(tmp_path / "ab.st", one_run)
 
     # The comparison can fail: starting B from A's weights alone ends elsewhere.
@@ -104,7 +106,7 @@ def test_resume_continues_exactly_as_one_run_over_both_files(
     )  # fmt: skip
     assert fresh_moments.exit_code == 0, fresh_moments.stderr
     assert (tmp_path / "ab2.st").read_bytes() != (tmp_path / "ab.st").read_bytes()
-    assert json.loads(metadata(tmp_path / "ab2.st")["mambazip.trainer"])["step"] == len(b)
+    assert json.loads(metadata(tmp_path / "ab2.st")["mambazip.trainer"])["learned"] == len(b)
 
 
 def test_resume_is_exact_with_truncated_bptt(tmp_path, tiny_settings, texts):

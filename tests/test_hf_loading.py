@@ -226,3 +226,26 @@ def test_a_config_without_the_model_size_is_a_clear_error(run_cli, tmp_path):
     (folder / "config.json").write_text(json.dumps(config))
     line = run_cli("convert", folder, tmp_path / "out.safetensors").error_line(1)
     assert "unusable model config: no 'hidden_size' in config.json" in line
+
+
+@pytest.mark.parametrize("name", ["mamba-ssm", "bf16", "sharded"])
+def test_convert_writes_our_checkpoint_of_the_same_weights(run_cli, tmp_path, name):
+    out = tmp_path / "out.safetensors"
+    result = run_cli("convert", FIXTURES / name, out, "-v")
+    assert result.exit_code == 0, result.stderr
+    assert "weights only" in result.stderr
+    original = checkpoint.load(str(FIXTURES / name))
+    converted = checkpoint.load(str(out))
+    assert converted.config == original.config
+    np.testing.assert_array_equal(converted.params.flat, original.params.flat)
+    assert converted.moments is None and converted.step == 0
+
+
+def test_convert_refuses_to_overwrite_without_force(run_cli, tmp_path):
+    out = tmp_path / "out.safetensors"
+    out.write_bytes(b"keep me")
+    line = run_cli("convert", FIXTURES / "untied", out).error_line(1)
+    assert "already exists; use -f" in line
+    assert out.read_bytes() == b"keep me"
+    assert run_cli("convert", FIXTURES / "untied", out, "-f").exit_code == 0
+    assert checkpoint.load(str(out)).config == checkpoint.load(str(FIXTURES / "untied")).config

@@ -1,13 +1,13 @@
 """Reading Mamba-1 weights made elsewhere: Hugging Face ``transformers`` and ``mamba_ssm``.
 
 Accepted: a folder with ``config.json`` and ``model.safetensors`` (or shards listed in
-``model.safetensors.index.json``), or a single ``.safetensors`` file, whose config is then
-inferred from the tensor shapes. ``mamba_ssm`` names the embedding ``backbone.embedding``
-(transformers: ``backbone.embeddings``) and writes its own ``config.json`` (d_model, n_layer,
-ssm_cfg); everything else is named alike. Tensors of any float dtype become float32;
-vocabularies padded above 256 are cut to the 256 byte values.
+``model.safetensors.index.json``, or one ``pytorch_model.bin`` as mamba_ssm saves it), or a
+single such file, whose config is then inferred from the tensor shapes. ``mamba_ssm`` names
+the embedding ``backbone.embedding`` (transformers: ``backbone.embeddings``) and writes its
+own ``config.json`` (d_model, n_layer, ssm_cfg); everything else is named alike. Tensors of
+any float dtype become float32; vocabularies padded above 256 are cut to the 256 byte values.
 
-Only safetensors are read: PyTorch pickles (``pytorch_model.bin``) need torch to load safely.
+PyTorch files are read by ``torchbin`` without torch, plain tensors only.
 """
 
 import dataclasses
@@ -19,6 +19,7 @@ import struct
 import numpy as np
 from safetensors import SafetensorError, deserialize
 
+from . import torchbin
 from .config import VOCAB, ModelConfig
 from .errors import CheckpointError, ConfigError
 from .params import tensor_table
@@ -43,13 +44,21 @@ class Weights:
     notices: list
 
 
-def read_safetensors(path):
-    """(float32 tensors by name, metadata dict, SHA-256 of the file) of one safetensors file."""
+def read_weights(path):
+    """(float32 tensors by name, metadata dict, SHA-256 of the file) of one safetensors or
+    PyTorch (``torch.save``, a zip archive) file."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as exc:
         raise CheckpointError(f"{path}: {exc.strerror or exc}") from None
+    sha = hashlib.sha256(data).hexdigest()
+    if data[:4] == b"PK\x03\x04":
+        return torchbin.read_torch(path, data), {}, sha
+    return *_read_safetensors(path, data), sha
+
+
+def _read_safetensors(path, data):
     try:
         entries = deserialize(data)
     except SafetensorError as exc:
@@ -62,7 +71,7 @@ def read_safetensors(path):
     tensors = {}
     for name, entry in entries:
         tensors[name] = _to_float32(path, name, entry)
-    return tensors, metadata, hashlib.sha256(data).hexdigest()
+    return tensors, metadata
 
 
 def _to_float32(path, name, entry):
@@ -82,7 +91,7 @@ def load_weights(path):
         files, config_json = _folder_files(path)
         tensors, digests = {}, []
         for file in files:
-            part, _, sha = read_safetensors(file)
+            part, _, sha = read_weights(file)
             tensors.update(part)
             digests.append(f"{os.path.basename(file)} {sha}\n")
         if config_json is not None:
@@ -96,7 +105,7 @@ def load_weights(path):
         sha = hashlib.sha256("".join(digests).encode()).hexdigest()
         metadata = {}
     else:
-        tensors, metadata, sha = read_safetensors(path)
+        tensors, metadata, sha = read_weights(path)
         config = None
     notices = []
     tensors = _rename_mamba_ssm(tensors)
@@ -125,12 +134,17 @@ def _folder_files(folder):
             if not os.path.isfile(os.path.join(folder, name)):
                 raise CheckpointError(f"{folder}: shard {name} listed in {INDEX} is missing")
         return [os.path.join(folder, name) for name in names], config
+    pickled = os.path.join(folder, "pytorch_model.bin")
+    if os.path.isfile(pickled):
+        return [pickled], config
     if any(f.endswith(".bin") for f in os.listdir(folder)):
         raise CheckpointError(
-            f"{folder}: only safetensors weights are read (a .bin file needs PyTorch); "
-            "re-save the model with save_pretrained(..., safe_serialization=True)"
+            f"{folder}: sharded PyTorch checkpoints are not read; re-save the model with "
+            "save_pretrained(..., safe_serialization=True)"
         )
-    raise CheckpointError(f"{folder}: no model.safetensors or {INDEX} in this folder")
+    raise CheckpointError(
+        f"{folder}: no model.safetensors, {INDEX} or pytorch_model.bin in this folder"
+    )
 
 
 def _parse_json(path, raw):

@@ -3,7 +3,8 @@
 Each fixture is a random byte-level (vocab 256) Mamba-1 model made with ``transformers``,
 perturbed away from its default init (so that norms, D, biases and A_log are not the values a
 fresh model of ours would have by chance, and a transposed or swapped tensor shows), saved
-the way its kind of checkpoint is saved, with ``reference.npz`` beside it:
+the way its kind of checkpoint is saved (mamba-ssm-bin: torch.save, as mamba_ssm does), with
+``reference.npz`` beside it:
 
     input     uint8 (T,)      the fixed byte string TEXT
     logits    float32 (T, V)  MambaForCausalLM logits for inputs [0, TEXT[:-1]]: row t is the
@@ -47,6 +48,8 @@ VARIANTS = {
     "padded-vocab": (dict(vocab_size=264, hidden_size=8, num_hidden_layers=1, state_size=4,
                           tie_word_embeddings=False), "transformers"),
     "mamba-ssm": (dict(hidden_size=8, num_hidden_layers=2, state_size=4), "mamba_ssm"),
+    "mamba-ssm-bin": (dict(hidden_size=8, num_hidden_layers=1, state_size=4, use_bias=True),
+                      "mamba_ssm_bin"),
 }  # fmt: skip
 
 
@@ -86,14 +89,20 @@ def save(model, kind, folder):
     if kind == "sharded":
         model.save_pretrained(folder, max_shard_size="8KB")
         return model
-    if kind == "mamba_ssm":
-        # mamba_ssm names the embedding "embedding" and keeps the tied head in its state dict.
+    if kind.startswith("mamba_ssm"):
+        # mamba_ssm names the embedding "embedding" and keeps the tied head in its state dict
+        # (torch.save stores the shared tensor once; safetensors wants a copy).
         state = {k.replace("embeddings", "embedding"): v.contiguous().clone()
                  for k, v in model.state_dict().items()}  # fmt: skip
-        state["lm_head.weight"] = state["backbone.embedding.weight"].clone()
-        save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+        state["lm_head.weight"] = state["backbone.embedding.weight"]
+        if kind == "mamba_ssm_bin":
+            torch.save(state, folder / "pytorch_model.bin")
+        else:
+            state["lm_head.weight"] = state["lm_head.weight"].clone()
+            save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
         c = model.config
-        ssm_cfg = {"d_state": c.state_size, "d_conv": c.conv_kernel, "expand": c.expand}
+        ssm_cfg = {"d_state": c.state_size, "d_conv": c.conv_kernel, "expand": c.expand,
+                   "bias": c.use_bias}  # fmt: skip
         config = {"d_model": c.hidden_size, "n_layer": c.num_hidden_layers, "vocab_size": 256,
                   "ssm_cfg": ssm_cfg, "rms_norm": True, "residual_in_fp32": True,
                   "fused_add_norm": True, "pad_vocab_size_multiple": 8,

@@ -13,8 +13,11 @@ config field not read (see the layer_norm_epsilon test), moves logits by far mor
 
 import json
 import math
+import os
+import pickle
 import shutil
 import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +54,8 @@ def header_of(path):
 
 def test_fixtures_cover_every_variant_the_loader_handles():
     assert set(NAMES) == {
-        "bf16", "fp16", "mamba-ssm", "no-conv-bias", "padded-vocab", "sharded",
-        "tied-bias-eps", "untied",
+        "bf16", "fp16", "mamba-ssm", "mamba-ssm-bin", "no-conv-bias", "padded-vocab",
+        "sharded", "tied-bias-eps", "untied",
     }  # fmt: skip
     dtypes = {
         name: {h["dtype"] for k, h in header_of(FIXTURES / name / "model.safetensors").items()
@@ -61,6 +64,8 @@ def test_fixtures_cover_every_variant_the_loader_handles():
     }  # fmt: skip
     assert dtypes == {"fp16": {"F16"}, "bf16": {"BF16"}, "untied": {"F32"}}
     assert "backbone.embedding.weight" in load_file(FIXTURES / "mamba-ssm" / "model.safetensors")
+    with zipfile.ZipFile(FIXTURES / "mamba-ssm-bin" / "pytorch_model.bin") as archive:
+        assert any(n.endswith("/data.pkl") for n in archive.namelist())
     assert len(list((FIXTURES / "sharded").glob("model-*-of-*.safetensors"))) > 1
     assert not (FIXTURES / "sharded" / "model.safetensors").exists()
 
@@ -175,14 +180,41 @@ def test_a_missing_shard_is_named(run_cli, tmp_path):
     assert "missing" in line
 
 
-def test_pytorch_pickles_are_refused_with_what_to_do(run_cli, tmp_path):
+class _RunsCode:
+    def __reduce__(self):
+        return (os.system, ("echo this must never run",))
+
+
+def test_a_pytorch_file_that_would_run_code_is_refused(run_cli, tmp_path):
+    path = tmp_path / "pytorch_model.bin"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps({"x": _RunsCode()}, protocol=2))
+    result = run_cli("convert", path, tmp_path / "out.safetensors")
+    line = result.error_line(1)
+    assert "refusing to load posix.system: not a plain tensor" in line
+    assert "must never run" not in result.stderr
+
+
+def test_a_pytorch_tensor_reaching_past_its_storage_is_refused(run_cli, tmp_path):
+    # The fixture with one storage's buffer cut short: every view must stay inside it.
+    path = tmp_path / "pytorch_model.bin"
+    with (
+        zipfile.ZipFile(FIXTURES / "mamba-ssm-bin" / "pytorch_model.bin") as src,
+        zipfile.ZipFile(path, "w") as dst,
+    ):
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, data[:-4] if info.filename.endswith("/data/0") else data)
+    line = run_cli("convert", path, tmp_path / "out.safetensors").error_line(1)
+    assert "reaches past its storage" in line
+
+
+def test_a_file_that_is_neither_safetensors_nor_pytorch_is_refused(run_cli, tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
-    shutil.copy(FIXTURES / "untied" / "config.json", folder)
-    (folder / "pytorch_model.bin").write_bytes(b"PK\x03\x04 not really")
+    (folder / "pytorch_model.bin").write_bytes(b"PK\x03\x04 not really a zip")
     line = run_cli("convert", folder, tmp_path / "out.safetensors").error_line(1)
-    assert "only safetensors weights are read" in line
-    assert "safe_serialization=True" in line
+    assert "not a PyTorch zip checkpoint" in line
 
 
 def test_converted_weights_equal_the_widened_half_precision_tensors(tmp_path, run_cli):
@@ -228,7 +260,7 @@ def test_a_config_without_the_model_size_is_a_clear_error(run_cli, tmp_path):
     assert "unusable model config: no 'hidden_size' in config.json" in line
 
 
-@pytest.mark.parametrize("name", ["mamba-ssm", "bf16", "sharded"])
+@pytest.mark.parametrize("name", ["mamba-ssm", "mamba-ssm-bin", "bf16", "sharded"])
 def test_convert_writes_our_checkpoint_of_the_same_weights(run_cli, tmp_path, name):
     out = tmp_path / "out.safetensors"
     result = run_cli("convert", FIXTURES / name, out, "-v")

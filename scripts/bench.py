@@ -586,7 +586,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--preset",
         action="append",
         metavar="NAME",
-        help="mambazip preset; repeat to compare several (default: default)",
+        help="mambazip preset; repeat to compare several (default: every preset in models/)",
     )
     p.add_argument(
         "--mambazip-args",
@@ -636,7 +636,8 @@ def input_files(given: list[Path]) -> list[Path]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     files = input_files(args.files)
-    variants = mambazip_variants(args.preset or ["default"], shlex.split(args.mambazip_args))
+    presets = args.preset or sorted(p.stem for p in (REPO / "models").glob("*.json"))
+    variants = mambazip_variants(presets, shlex.split(args.mambazip_args))
     optional, missing = available_optional()
     compressors = [*variants, *BASELINES, *optional]
     header = {

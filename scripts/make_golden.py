@@ -46,6 +46,7 @@ CASES = {
             {"d_model": 8, "n_layer": 2, "d_state": 4, "d_conv": 4},
             {"bptt": 16, "optimizer": "sgd", "lr": 0.05, "scope": ["mixer_ssm", "mixer_conv"]},
         ),
+        "default-preset": (TEXT[:400], {}, {}),
     },
 }
 

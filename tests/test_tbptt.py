@@ -18,46 +18,30 @@ checked not to be negligible, so that these comparisons could fail without it.
 from __future__ import annotations
 
 import functools
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 try:  # tests/ as a package or as a plain directory on sys.path
+    from . import finite_differences as fdm
     from . import reference as ref
 except ImportError:
+    import finite_differences as fdm
     import reference as ref
 
 BYTES = b"\x00mamba\xffzips bytes!!!"
 SEED = 20241129
 PREFIX = 5
 SEGMENT = 6
-H = 1e-6
-FD_FLOOR = 5e-8
-ENTRY_RTOL = 1e-4
-DIRECTION_RTOL = 2e-4
-FULL_CHECK_MAX = 128
 SUBSET = 32
-N_DIRECTIONS = 3
-MIN_SCALE = 1e-5
 
 INPUTS = BYTES[PREFIX : PREFIX + SEGMENT]
 TARGETS = BYTES[PREFIX + 1 : PREFIX + SEGMENT + 1]
 
-CASES = [
-    pytest.param(name, tensor, id=f"{name}-{tensor}")
-    for name, kw in ref.TEST_CONFIGS.items()
-    for tensor in ref.param_shapes(SimpleNamespace(vocab=256, **kw))
-]
-
 
 @functools.cache
 def _setup(name):
-    from mambazip.config import ModelConfig
-    from mambazip.params import init_params
-
-    cfg = ModelConfig(**ref.TEST_CONFIGS[name])
-    return cfg, ref.perturb(init_params(cfg, SEED).to_hf(), SEED)
+    return fdm.perturbed_setup(name, SEED)
 
 
 def _model(name):
@@ -90,61 +74,25 @@ def _segment_loss(cfg, params, state):
     return total / SEGMENT
 
 
-def _fd_along(cfg, params, state, name, direction):
-    base = params[name]
-    f_plus = _segment_loss(cfg, {**params, name: base + H * direction}, state)
-    f_minus = _segment_loss(cfg, {**params, name: base - H * direction}, state)
-    return (f_plus - f_minus) / (2 * H)
-
-
-def _checked_entries(name, shape, rng):
-    size = int(np.prod(shape))
-    if size <= FULL_CHECK_MAX:
-        return np.arange(size)
-    idx = set(rng.choice(size, SUBSET, replace=False).tolist())
-    if name in ("backbone.embeddings.weight", "lm_head.weight"):
-        for row in sorted(set(INPUTS) | set(TARGETS)):
-            idx.update(range(row * shape[1], (row + 1) * shape[1]))
-    return np.array(sorted(idx))
-
-
-@pytest.mark.parametrize(("name", "tensor"), CASES)
-def test_segment_gradient_entries_match_finite_differences(name, tensor):
-    cfg, params, state, grads = _run(name)
-    shape = params[tensor].shape
-    entries = _checked_entries(tensor, shape, np.random.default_rng(SEED))
-    analytic = np.asarray(grads[tensor], dtype=np.float64).reshape(-1)[entries]
-    fd = np.empty(len(entries))
-    for j, i in enumerate(entries):
-        e = np.zeros(shape)
-        e.flat[i] = 1.0
-        fd[j] = _fd_along(cfg, params, state, tensor, e)
-    scale = float(np.max(np.abs(fd)))
-    assert scale >= MIN_SCALE, f"gradient scale {scale:.3e} too small to test"
-    err = np.abs(analytic - fd)
-    allowed = ENTRY_RTOL * (np.abs(fd) + scale) + FD_FLOOR
-    worst = int(np.argmax(err - allowed))
-    assert np.all(err <= allowed), (
-        f"{np.sum(err > allowed)}/{len(entries)} entries off; worst at index "
-        f"{np.unravel_index(entries[worst], shape)}: analytic {analytic[worst]:.6e}, "
-        f"FD {fd[worst]:.6e}, allowed {allowed[worst]:.2e}; max |FD| {scale:.3e}"
+def _fd(name, tensor):
+    cfg, params, state, _ = _run(name)
+    return lambda direction: fdm.central_difference(
+        lambda p: _segment_loss(cfg, p, state), params, tensor, direction
     )
 
 
-@pytest.mark.parametrize(("name", "tensor"), CASES)
+@pytest.mark.parametrize(("name", "tensor"), fdm.CASES)
+def test_segment_gradient_entries_match_finite_differences(name, tensor):
+    grad = _run(name)[3][tensor]
+    rng = np.random.default_rng(SEED)
+    entries = fdm.checked_entries(tensor, grad.shape, rng, set(INPUTS) | set(TARGETS), SUBSET)
+    fdm.assert_entries_match(grad, entries, _fd(name, tensor))
+
+
+@pytest.mark.parametrize(("name", "tensor"), fdm.CASES)
 def test_segment_gradient_directional_derivatives_match_finite_differences(name, tensor):
-    cfg, params, state, grads = _run(name)
-    rng = np.random.default_rng([SEED, 1])
-    analytic = np.asarray(grads[tensor], dtype=np.float64)
-    for k in range(N_DIRECTIONS):
-        v = rng.standard_normal(analytic.shape)
-        fd = _fd_along(cfg, params, state, tensor, v)
-        predicted = float(np.sum(analytic * v))
-        allowed = DIRECTION_RTOL * float(np.sum(np.abs(analytic * v))) + FD_FLOOR
-        assert abs(predicted - fd) <= allowed, (
-            f"direction {k}: analytic·v {predicted:.6e}, FD {fd:.6e}, "
-            f"difference {abs(predicted - fd):.3e}, allowed {allowed:.3e}"
-        )
+    grad = _run(name)[3][tensor]
+    fdm.assert_directions_match(grad, np.random.default_rng([SEED, 1]), _fd(name, tensor))
 
 
 @pytest.mark.parametrize("name", list(ref.TEST_CONFIGS))
@@ -163,7 +111,7 @@ def test_gradient_through_the_state_is_far_from_negligible(name):
         full = np.asarray(grads[tensor], dtype=np.float64)
         held = np.asarray(truncated[tensor], dtype=np.float64) / SEGMENT
         scale = np.max(np.abs(full))
-        assert np.max(np.abs(full - held)) > 100 * ENTRY_RTOL * scale, tensor
+        assert np.max(np.abs(full - held)) > 100 * fdm.ENTRY_RTOL * scale, tensor
 
 
 @pytest.mark.parametrize("name", list(ref.TEST_CONFIGS))

@@ -277,23 +277,20 @@ def flush_weight_grads(G, dfr, n, inputs, need, tied):
     bytes) to the weight gradients, newest first. With tied embeddings the head and the
     embedding are one matrix: each token's column term follows its head term, as it does
     token by token."""
-    L = dfr.out_x.shape[0]
     if need[LM_HEAD]:
         outer_acc_rows(G.lm_head, dfr.head_x[:n], dfr.head_dy[:n], tied, dfr.emb_dx[:n], inputs)
     if need[EMBEDDING] and not tied:
         for t in range(n - 1, -1, -1):
             for d in range(dfr.emb_dx.shape[1]):
                 G.embedding[d, inputs[t]] += dfr.emb_dx[t, d]
-    for l in range(L - 1, -1, -1):
-        if need[OUT_PROJ]:
-            outer_acc_rows(G.out_proj[l], dfr.out_x[l, :n], dfr.out_dy[l, :n], False,
-                           dfr.emb_dx, inputs)  # fmt: skip
-        if need[DT_PROJ]:
-            outer_acc_rows(G.dt_proj[l], dfr.dt_x[l, :n], dfr.dt_dy[l, :n], False,
-                           dfr.emb_dx, inputs)  # fmt: skip
-        if need[X_PROJ]:
-            outer_acc_rows(G.x_proj[l], dfr.xp_x[l, :n], dfr.xp_dy[l, :n], False,
-                           dfr.emb_dx, inputs)  # fmt: skip
-        if need[IN_PROJ]:
-            outer_acc_rows(G.in_proj[l], dfr.in_x[l, :n], dfr.in_dy[l, :n], False,
-                           dfr.emb_dx, inputs)  # fmt: skip
+    # (trained, gradient (L, n_in, n_out), inputs (L, C, n_in), output gradients (L, C, n_out))
+    layers = (
+        (need[OUT_PROJ], G.out_proj, dfr.out_x, dfr.out_dy),
+        (need[DT_PROJ], G.dt_proj, dfr.dt_x, dfr.dt_dy),
+        (need[X_PROJ], G.x_proj, dfr.xp_x, dfr.xp_dy),
+        (need[IN_PROJ], G.in_proj, dfr.in_x, dfr.in_dy),
+    )
+    for l in range(dfr.out_x.shape[0] - 1, -1, -1):
+        for trained, dW, X, dY in layers:
+            if trained:
+                outer_acc_rows(dW[l], X[l, :n], dY[l, :n], False, dfr.emb_dx, inputs)

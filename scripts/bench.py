@@ -19,7 +19,7 @@ bytes) into a temporary directory, so nothing is ever written next to the corpus
 Before timing, each mambazip variant compresses and decompresses a small warm-up file so that
 the first timed run does not pay for Numba compilation (compiled kernels are cached on disk).
 
-Run from the repository root (it takes long: mambazip codes about a kilobyte per second):
+Run from the repository root (it takes long: mambazip codes 3 to 20 kilobytes per second):
 
     .venv/bin/python scripts/bench.py                            # default corpus subset
     .venv/bin/python scripts/bench.py --limit 20000 ../shared/bench/corpus/calgary/paper1

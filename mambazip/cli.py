@@ -350,7 +350,9 @@ def info(files):
         click.echo(f"  compressed size  {size} bytes, {bpb:.4f} bits/byte")
         click.echo(f"  block size       {header['block_size']}")
         click.echo(f"  model            {_fields(settings['model'])}")
-        click.echo(f"  training         {_fields(settings['train'])}")
+        # Every field, bptt included (the header of a format-1 file leaves it out: it is 1).
+        train = dataclasses.asdict(header["settings"].train)
+        click.echo(f"  training         {_fields(train)}")
         click.echo(f"  seed             {settings['seed']}")
         if header["model_sha256"]:
             flag = "--resume" if header["model_resume"] else "--model"
@@ -359,7 +361,10 @@ def info(files):
 
 
 def _fields(d):
-    return " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in d.items())
+    def show(v):
+        return ",".join(v) if isinstance(v, (list, tuple)) else v
+
+    return " ".join(f"{k}={show(v)}" for k, v in d.items())
 
 
 def _scan_to_end(f, block_size):

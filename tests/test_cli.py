@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 
@@ -201,6 +202,16 @@ def test_info_shows_sizes_and_model_config(run_cli, mz_file, sample, tiny_settin
         assert f"{name}={getattr(model, name)}" in text
     assert "optimizer=adam" in text
     assert f"lr={tiny_settings.train.lr}" in text
+    assert f"bptt={tiny_settings.train.bptt}" in text
+
+
+def test_info_shows_bptt_1_for_a_format_1_file_whose_header_leaves_it_out(run_cli):
+    golden = Path(__file__).parent / "golden" / "v1" / "tiny-adam.mz"
+    result = run_cli("info", golden)
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout.decode()
+    assert re.search(r"format version\s+1\n", text)
+    assert "bptt=1" in text and "scope=all" in text
 
 
 @pytest.mark.parametrize(

@@ -142,11 +142,12 @@ def softmax32(probs, logits):
     for v in range(1, V):
         if logits[v] > mx:
             mx = logits[v]
+    # Exponentials and their in-order sum in separate loops: the first vectorises.
+    for v in range(V):
+        probs[v] = exp32(logits[v] - mx)
     total = f32(0.0)
     for v in range(V):
-        e = exp32(logits[v] - mx)
-        probs[v] = e
-        total += e
+        total += probs[v]
     inv_total = f32(1.0) / total
     for v in range(V):
         probs[v] = probs[v] * inv_total

@@ -29,6 +29,32 @@ def test_exp_saturates_to_zero_and_infinity():
     assert out.tolist() == [0.0, 0.0, np.inf, np.inf]
 
 
+def _exp32_first_form(x):
+    """exp32 as first released (early returns, integer floor), in float32 NumPy: files
+    written with it must keep decoding, so the vectorisable form must give its bits."""
+    x = f32(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        k = np.floor(x * detmath.LOG2E + f32(0.5))
+        r = (x - k * detmath.LN2_HI) - k * detmath.LN2_LO
+        p = f32(1.0 / 5040.0)
+        for c in (1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0):
+            p = p * r + f32(c)
+        scale = ((np.clip(k, -200, 200).astype(np.int32) + 127) << 23).view(f32)
+        out = p * scale
+    out[x > detmath.EXP_MAX] = np.inf
+    out[x < detmath.EXP_MIN] = 0.0
+    return out
+
+
+def test_exp_gives_the_bits_of_its_first_form_on_every_64th_float():
+    bits = np.arange(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(f32)
+    x = x[np.isfinite(x)]
+    out = np.empty_like(x)
+    detmath.apply_exp32(out, x)
+    assert np.array_equal(out.view(np.uint32), _exp32_first_form(x).view(np.uint32))
+
+
 def test_log_is_within_three_ulp_for_positive_normals():
     # Relative error of the atanh series and the ln2 split stays below 3 float32 ulp.
     x = np.exp(np.linspace(-87.0, 88.0, 400_001)).astype(f32)

@@ -111,7 +111,7 @@ def gate_backward(dy, dz, dyg, y, z):
 
 @njit(cache=True, error_model="numpy")
 def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_prev, D_skip,
-                 need, carry):  # fmt: skip
+                 need, carry, g, t_ddt, t_du):  # fmt: skip
     """Gradient of one selective-scan step (see forward.ssm_forward).
 
     Forward: s = dA * ssm_prev + (dt u) B with dA = exp(dt A), A = -exp(A_log);
@@ -122,6 +122,11 @@ def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_
       with ``carry``, dssm = g dA, the gradient of ssm_prev.
     s is recomputed with the forward's own operations, so it has the forward's bits.
     du, ddt (E,), dB, dC (N,) are overwritten; dA_log (E, N), dD (E,) accumulate.
+    g, t_ddt, t_du (E, N) are scratch: g, and the terms of the sums over n.
+
+    Every sum runs in the order of one loop over e with n inside. The element-wise terms are
+    formed in separate passes because a loop that also carries the sums over n cannot be
+    vectorised, and one that writes many arrays is not either (no alias proof).
     """
     E, N = ssm_prev.shape
     for n in range(N):
@@ -129,25 +134,45 @@ def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_
         dC[n] = f32(0.0)
     for e in range(E):
         dye = dy[e]
-        if need:
-            dD[e] += dye * u[e]
-        du_e = dye * D_skip[e]
-        ddt_e = f32(0.0)
-        dte = dt[e]
-        ue = u[e]
-        dtu = dte * ue
+        dtu = dt[e] * u[e]
         for n in range(N):
             dC[n] += dye * (dA[e, n] * ssm_prev[e, n] + dtu * B[n])
-            g = dye * C[n]
-            if carry:
-                g += dssm[e, n]
-                dssm[e, n] = g * dA[e, n]
-            dq = (g * ssm_prev[e, n]) * dA[e, n]
-            ddt_e += dq * A[e, n] + g * (ue * B[n])
-            if need:
+    for e in range(E):
+        dye = dy[e]
+        for n in range(N):
+            g[e, n] = dye * C[n]
+    if carry:
+        for e in range(E):
+            for n in range(N):
+                g[e, n] += dssm[e, n]
+                dssm[e, n] = g[e, n] * dA[e, n]
+    for e in range(E):
+        ue = u[e]
+        for n in range(N):
+            dq = (g[e, n] * ssm_prev[e, n]) * dA[e, n]
+            t_ddt[e, n] = dq * A[e, n] + g[e, n] * (ue * B[n])
+    if need:
+        for e in range(E):
+            dte = dt[e]
+            for n in range(N):
+                dq = (g[e, n] * ssm_prev[e, n]) * dA[e, n]
                 dA_log[e, n] += (dq * dte) * A[e, n]
-            dB[n] += g * (dte * ue)
-            du_e += g * (dte * B[n])
+    for e in range(E):
+        dtu = dt[e] * u[e]
+        for n in range(N):
+            dB[n] += g[e, n] * dtu
+    for e in range(E):
+        dte = dt[e]
+        for n in range(N):
+            t_du[e, n] = g[e, n] * (dte * B[n])
+    for e in range(E):
+        if need:
+            dD[e] += dy[e] * u[e]
+        du_e = dy[e] * D_skip[e]
+        ddt_e = f32(0.0)
+        for n in range(N):
+            ddt_e += t_ddt[e, n]
+            du_e += t_du[e, n]
         du[e] = du_e
         ddt[e] = ddt_e
 
@@ -187,7 +212,7 @@ def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dp
     l = layer
     E = act.A.shape[1]
     N = act.A.shape[2]
-    dyg, dy, du, ddt, dxz, ddbc = scratch
+    dyg, dy, du, ddt, dxz, ddbc, g, t_ddt, t_du = scratch
     for e in range(E):
         dyg[e] = f32(0.0)
     linear_backward(
@@ -199,6 +224,7 @@ def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dp
         du, ddt, ddbc[R : R + N], ddbc[R + N :], G.A_log[l], G.D[l], dssm[l],
         dy, act.u[l], act.dt[l], act.dbc[l, R : R + N], act.dbc[l, R + N :],
         act.A[l], act.dA[l], act.ssm_prev[l], W.D[l], need[A_LOG] or need[D_SKIP], carry,
+        g, t_ddt, t_du,
     )  # fmt: skip
     for e in range(E):
         ddt[e] = ddt[e] * sigmoid32(act.dtp[l, e])
@@ -258,6 +284,9 @@ def model_backward(G, act, W, byte_in, target, R, need, scale, carry, dssm, dpen
         np.empty(E, dtype=f32),
         np.empty(2 * E, dtype=f32),
         np.zeros(R + 2 * N, dtype=f32),
+        np.empty((E, N), dtype=f32),
+        np.empty((E, N), dtype=f32),
+        np.empty((E, N), dtype=f32),
     )
     for l in range(L - 1, -1, -1):
         mixer_backward(dh, G, dx, act, l, W, R, need, scratch, carry, dssm, dpend, defer, dfr, j)

@@ -16,6 +16,7 @@ from numba import njit
 from .detmath import exp32, silu32, softmax32, softplus32
 from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_V
 from .linalg import matvec
+from .views import carve
 
 f32 = np.float32
 
@@ -63,47 +64,47 @@ def acts_views(work, dims):
     K, L = dims[DIM_K], dims[DIM_L]
     P = R + 2 * N
     o = 0
-    x_in = work[o : o + L * D].reshape((L, D))
+    x_in = carve(work, o, (L, D))
     o += L * D
-    rstd = work[o : o + L]
+    rstd = carve(work, o, (L,))
     o += L
-    h = work[o : o + L * D].reshape((L, D))
+    h = carve(work, o, (L, D))
     o += L * D
-    xz = work[o : o + L * 2 * E].reshape((L, 2 * E))
+    xz = carve(work, o, (L, 2 * E))
     o += L * 2 * E
-    conv_in = work[o : o + L * K * E].reshape((L, K, E))
+    conv_in = carve(work, o, (L, K, E))
     o += L * K * E
-    xc = work[o : o + L * E].reshape((L, E))
+    xc = carve(work, o, (L, E))
     o += L * E
-    u = work[o : o + L * E].reshape((L, E))
+    u = carve(work, o, (L, E))
     o += L * E
-    dbc = work[o : o + L * P].reshape((L, P))
+    dbc = carve(work, o, (L, P))
     o += L * P
-    dtp = work[o : o + L * E].reshape((L, E))
+    dtp = carve(work, o, (L, E))
     o += L * E
-    dt = work[o : o + L * E].reshape((L, E))
+    dt = carve(work, o, (L, E))
     o += L * E
-    A = work[o : o + L * E * N].reshape((L, E, N))
+    A = carve(work, o, (L, E, N))
     o += L * E * N
-    dA = work[o : o + L * E * N].reshape((L, E, N))
+    dA = carve(work, o, (L, E, N))
     o += L * E * N
-    ssm_prev = work[o : o + L * E * N].reshape((L, E, N))
+    ssm_prev = carve(work, o, (L, E, N))
     o += L * E * N
-    y = work[o : o + L * E].reshape((L, E))
+    y = carve(work, o, (L, E))
     o += L * E
-    yg = work[o : o + L * E].reshape((L, E))
+    yg = carve(work, o, (L, E))
     o += L * E
-    x_f = work[o : o + D]
+    x_f = carve(work, o, (D,))
     o += D
-    rstd_f = work[o : o + 1]
+    rstd_f = carve(work, o, (1,))
     o += 1
-    h_f = work[o : o + D]
+    h_f = carve(work, o, (D,))
     o += D
-    logits = work[o : o + V]
+    logits = carve(work, o, (V,))
     o += V
-    probs = work[o : o + V]
+    probs = carve(work, o, (V,))
     o += V
-    mix_out = work[o : o + D]
+    mix_out = carve(work, o, (D,))
     return Acts(
         x_in, rstd, h, xz, conv_in, xc, u, dbc, dtp, dt, A, dA, ssm_prev, y, yg,
         x_f, rstd_f, h_f, logits, probs, mix_out,

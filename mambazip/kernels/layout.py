@@ -19,6 +19,8 @@ from collections import namedtuple
 
 from numba import njit
 
+from .views import carve
+
 # Position of each stacked tensor in the offsets table (and in the flat buffer).
 EMBEDDING = 0  # (D, V)
 NORM = 1  # (L, D)
@@ -67,12 +69,6 @@ Weights = namedtuple(
 )
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _seg(flat, offs, index, size):
-    start = offs[index]
-    return flat[start : start + size]
-
-
 @njit(cache=True, error_model="numpy")
 def weight_views(flat, offs, dims):
     """Views of ``flat`` (float32, 1-D) as a ``Weights`` tuple, shapes as listed above."""
@@ -84,24 +80,24 @@ def weight_views(flat, offs, dims):
     V = dims[DIM_V]
     L = dims[DIM_L]
     P = R + 2 * N
-    embedding = _seg(flat, offs, EMBEDDING, D * V).reshape((D, V))
-    lm_head = embedding if dims[DIM_TIED] else _seg(flat, offs, LM_HEAD, D * V).reshape((D, V))
+    embedding = carve(flat, offs[EMBEDDING], (D, V))
+    lm_head = embedding if dims[DIM_TIED] else carve(flat, offs[LM_HEAD], (D, V))
     return Weights(
         embedding,
-        _seg(flat, offs, NORM, L * D).reshape((L, D)),
-        _seg(flat, offs, IN_PROJ, L * D * 2 * E).reshape((L, D, 2 * E)),
-        _seg(flat, offs, IN_PROJ_BIAS, L * 2 * E).reshape((L, 2 * E)),
-        _seg(flat, offs, CONV_W, L * K * E).reshape((L, K, E)),
-        _seg(flat, offs, CONV_B, L * E).reshape((L, E)),
-        _seg(flat, offs, X_PROJ, L * E * P).reshape((L, E, P)),
-        _seg(flat, offs, X_PROJ_BIAS, L * P).reshape((L, P)),
-        _seg(flat, offs, DT_PROJ, L * R * E).reshape((L, R, E)),
-        _seg(flat, offs, DT_BIAS, L * E).reshape((L, E)),
-        _seg(flat, offs, A_LOG, L * E * N).reshape((L, E, N)),
-        _seg(flat, offs, D_SKIP, L * E).reshape((L, E)),
-        _seg(flat, offs, OUT_PROJ, L * E * D).reshape((L, E, D)),
-        _seg(flat, offs, OUT_PROJ_BIAS, L * D).reshape((L, D)),
-        _seg(flat, offs, NORM_F, D),
+        carve(flat, offs[NORM], (L, D)),
+        carve(flat, offs[IN_PROJ], (L, D, 2 * E)),
+        carve(flat, offs[IN_PROJ_BIAS], (L, 2 * E)),
+        carve(flat, offs[CONV_W], (L, K, E)),
+        carve(flat, offs[CONV_B], (L, E)),
+        carve(flat, offs[X_PROJ], (L, E, P)),
+        carve(flat, offs[X_PROJ_BIAS], (L, P)),
+        carve(flat, offs[DT_PROJ], (L, R, E)),
+        carve(flat, offs[DT_BIAS], (L, E)),
+        carve(flat, offs[A_LOG], (L, E, N)),
+        carve(flat, offs[D_SKIP], (L, E)),
+        carve(flat, offs[OUT_PROJ], (L, E, D)),
+        carve(flat, offs[OUT_PROJ_BIAS], (L, D)),
+        carve(flat, offs[NORM_F], (D,)),
         lm_head,
-        _seg(flat, offs, LM_HEAD_BIAS, V),
+        carve(flat, offs[LM_HEAD_BIAS], (V,)),
     )

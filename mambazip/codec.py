@@ -128,8 +128,9 @@ def decompress_stream(src, dst, progress=None, model=None, resume=False, replay_
         decoder = Decoder(words)
         out = np.empty(n_bytes, dtype=np.uint8)
         for i in range(n_bytes):
-            out[i] = decoder.decode(learner.freq)
-            learner.advance(out[i : i + 1])
+            byte = decoder.decode(learner.freq)
+            out[i] = byte
+            learner.advance_byte(byte)
             if progress and (i + 1) % CHUNK == 0:
                 progress(CHUNK, 0.0)
         if progress and n_bytes % CHUNK:

@@ -38,10 +38,14 @@ class Encoder:
 class Decoder:
     def __init__(self, words):
         self._coder = constriction.stream.queue.RangeDecoder(words)
+        self._weights = None
 
     def decode(self, freq):
         """One symbol under freq (V,) int32."""
-        model = constriction.stream.model.Categorical(constriction_weights(freq), perfect=False)
+        if self._weights is None or self._weights.shape != freq.shape:
+            self._weights = np.empty(freq.shape, dtype=np.float64)
+        np.subtract(freq, 1, out=self._weights)  # constriction_weights, into one buffer
+        model = constriction.stream.model.Categorical(self._weights, perfect=False)
         try:
             return self._coder.decode(model)
         except AssertionError:  # constriction's signal that the words cannot come from this model

@@ -11,11 +11,12 @@ from .kernels.backward import Deferred
 from .kernels.forward import acts_size, acts_views
 from .kernels.layout import N_TENSORS
 from .kernels.segment import (
-    Segment,
     run_segments,
     segment_backward,
     segment_forward,
+    segment_sizes,
     segment_update,
+    segment_views,
 )
 from .kernels.step import (
     C_BYTES,
@@ -112,21 +113,11 @@ class Model:
 
     def new_segment(self, bptt, chunk):
         """Empty truncated-BPTT buffers for segments of ``bptt`` forwards, replayed in chunks
-        of ``chunk`` (see kernels.segment)."""
-        cfg = self.cfg
-        L, K, E, N = cfg.n_layer, cfg.d_conv, cfg.d_inner, cfg.d_state
-        M = -(-bptt // chunk)
-        return Segment(
-            np.zeros(bptt, dtype=np.int64),
-            np.zeros(bptt, dtype=np.int64),
-            np.zeros((M, L, K, E), dtype=f32),
-            np.zeros((M, L, E, N), dtype=f32),
-            np.zeros(M, dtype=np.int64),
-            np.zeros((chunk, self.work.shape[0]), dtype=f32),
-            self.dssm,
-            self.dpend,
-            self.new_deferred(chunk),
-        )
+        of ``chunk`` (see kernels.segment): (Segment views, their int64 and float32 buffers)."""
+        n_ints, n_floats = segment_sizes(self.dims, bptt, chunk)
+        ints = np.zeros(n_ints, dtype=np.int64)
+        floats = np.zeros(n_floats, dtype=f32)
+        return segment_views(ints, floats, self.dims, bptt, chunk), ints, floats
 
     def segment_gradient(self, inputs, targets, chunk=None):
         """Gradient of the mean of -log p(targets[t]) over forwards of ``inputs`` from the
@@ -134,7 +125,7 @@ class Model:
         BPTT), activations replayed in chunks of ``chunk``. HF names and shapes, float32.
         The state is left as it was."""
         n = len(inputs)
-        seg = self.new_segment(n, chunk or n)
+        seg = self.new_segment(n, chunk or n)[0]
         saved = self.conv_state.copy(), self.ssm_state.copy(), self.counters.copy()
         self.counters[C_SEG] = 0
         for byte in inputs:
@@ -198,12 +189,17 @@ class OnlineLearner:
         hyper[H_DECAY] = train.decay
         hyper[H_OPTIMIZER] = _OPTIMIZER_CODES[train.optimizer]
         self.freq = np.zeros(cfg.vocab, dtype=np.int32)
+        self._byte = np.zeros(1, dtype=np.uint8)
+        self._byte_freqs = np.zeros((2, cfg.vocab), dtype=np.int32)
+        self._byte_p = np.zeros(1, dtype=f32)
         learns = train.optimizer != "none" and self.ranges.shape[0] > 0
         self.seg = None
         if learns and train.bptt > 1:
             if replay_chunk is None:
                 replay_chunk = SEGMENT_MEMORY // (4 * self.model.work.shape[0])
-            self.seg = self.model.new_segment(train.bptt, max(1, min(replay_chunk, train.bptt)))
+            chunk = max(1, min(replay_chunk, train.bptt))
+            self.seg, self._seg_ints, self._seg_floats = self.model.new_segment(train.bptt, chunk)
+            self._seg_shape = (train.bptt, chunk)
         # Priming: the first byte is predicted after a fixed 0.
         self._forward(0)
         quantize(self.freq, self._probs())
@@ -232,6 +228,18 @@ class OnlineLearner:
         freqs = np.empty((n + 1, self.freq.shape[0]), dtype=np.int32)
         freqs[0] = self.freq
         p = np.empty(n, dtype=f32)
+        self._run(data, freqs, p)
+        self.freq = freqs[n].copy()
+        return freqs[:n], p
+
+    def advance_byte(self, byte):
+        """``advance`` over the one byte ``byte``, as the decoder calls it, without the
+        allocations: only ``freq`` is updated, to a view valid until the next call."""
+        self._byte[0] = byte
+        self._run(self._byte, self._byte_freqs, self._byte_p)
+        self.freq = self._byte_freqs[1]
+
+    def _run(self, data, freqs, p):
         m = self.model
         if self.seg is None:
             run_bytes(
@@ -242,11 +250,9 @@ class OnlineLearner:
         else:
             run_segments(
                 m.params.flat, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
-                self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, self.seg,
-                data, freqs, p,
+                self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
+                self._seg_ints, self._seg_floats, *self._seg_shape, data, freqs, p,
             )  # fmt: skip
-        self.freq = freqs[n].copy()
-        return freqs[:n], p
 
     @property
     def step(self):

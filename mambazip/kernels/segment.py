@@ -11,7 +11,9 @@ saved, and during the backward pass each chunk but the newest is replayed from i
 state. A replay repeats the same forwards on the same state with the same weights, so the
 gradient has the same bits for every chunk size; memory is O(chunk), not O(bptt).
 
-``Segment`` buffers, with M = ceil(bptt / chunk) and A = forward.acts_size(dims):
+``Segment`` buffers, with M = ceil(bptt / chunk) and A = forward.acts_size(dims), all carved
+from one int64 and one float32 buffer (``segment_sizes``, ``segment_views``), so that the
+per-byte call of the decoder hands Numba two arrays instead of twenty:
     inputs, targets  (bptt,) int64
     ck_conv          (M, L, K, E)  conv ring buffer at the start of each chunk
     ck_ssm           (M, L, E, N)  SSM state at the start of each chunk
@@ -26,9 +28,9 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .backward import flush_weight_grads
-from .forward import acts_views
-from .layout import DIM_TIED, weight_views
+from .backward import Deferred, flush_weight_grads
+from .forward import acts_size, acts_views
+from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_TIED, DIM_V, weight_views
 from .step import (
     C_BYTES,
     C_POS,
@@ -38,6 +40,7 @@ from .step import (
     optimizer_step,
     quantize,
 )
+from .views import carve
 
 f32 = np.float32
 
@@ -45,6 +48,67 @@ Segment = namedtuple(
     "Segment",
     ["inputs", "targets", "ck_conv", "ck_ssm", "ck_pos", "work", "dssm", "dpend", "dfr"],
 )
+
+
+@njit(cache=True, error_model="numpy")
+def segment_sizes(dims, bptt, chunk):
+    """(ints, floats): the lengths of the int64 and float32 buffers of a Segment."""
+    D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
+    K, L = dims[DIM_K], dims[DIM_L]
+    M = (bptt + chunk - 1) // chunk
+    deferred = chunk * (2 * D + V + L * (5 * E + 2 * D + 2 * R + 2 * N))
+    floats = M * L * E * (K + N) + chunk * acts_size(dims) + L * E * (N + K) + deferred
+    return 2 * bptt + M, floats
+
+
+@njit(cache=True, error_model="numpy")
+def segment_views(ints, floats, dims, bptt, chunk):
+    """The Segment of ``bptt`` forwards replayed in chunks of ``chunk``, as views of its
+    buffers ints (int64) and floats (float32), sized by ``segment_sizes``."""
+    D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
+    K, L = dims[DIM_K], dims[DIM_L]
+    P = R + 2 * N
+    M = (bptt + chunk - 1) // chunk
+    A = acts_size(dims)
+    o = 0
+    ck_conv = carve(floats, o, (M, L, K, E))
+    o += M * L * K * E
+    ck_ssm = carve(floats, o, (M, L, E, N))
+    o += M * L * E * N
+    work = carve(floats, o, (chunk, A))
+    o += chunk * A
+    dssm = carve(floats, o, (L, E, N))
+    o += L * E * N
+    dpend = carve(floats, o, (L, K, E))
+    o += L * K * E
+    head_x = carve(floats, o, (chunk, D))
+    o += chunk * D
+    head_dy = carve(floats, o, (chunk, V))
+    o += chunk * V
+    out_x = carve(floats, o, (L, chunk, E))
+    o += L * chunk * E
+    out_dy = carve(floats, o, (L, chunk, D))
+    o += L * chunk * D
+    dt_x = carve(floats, o, (L, chunk, R))
+    o += L * chunk * R
+    dt_dy = carve(floats, o, (L, chunk, E))
+    o += L * chunk * E
+    xp_x = carve(floats, o, (L, chunk, E))
+    o += L * chunk * E
+    xp_dy = carve(floats, o, (L, chunk, P))
+    o += L * chunk * P
+    in_x = carve(floats, o, (L, chunk, D))
+    o += L * chunk * D
+    in_dy = carve(floats, o, (L, chunk, 2 * E))
+    o += L * chunk * 2 * E
+    emb_dx = carve(floats, o, (chunk, D))
+    if o + chunk * D != floats.shape[0] or 2 * bptt + M != ints.shape[0]:
+        raise ValueError("segment_views: buffers not sized by segment_sizes")
+    dfr = Deferred(head_x, head_dy, out_x, out_dy, dt_x, dt_dy, xp_x, xp_dy, in_x, in_dy, emb_dx)
+    return Segment(
+        carve(ints, 0, (bptt,)), carve(ints, bptt, (bptt,)), ck_conv, ck_ssm,
+        carve(ints, 2 * bptt, (M,)), work, dssm, dpend, dfr,
+    )  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")
@@ -117,16 +181,16 @@ def segment_update(theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
 @njit(cache=True, error_model="numpy")
 def run_segments(
     theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
-    conv_state, ssm_state, counters, seg, data, freqs, p_coded,
+    conv_state, ssm_state, counters, seg_ints, seg_floats, bptt, chunk, data, freqs, p_coded,
 ):  # fmt: skip
-    """The online loop over data (n,) uint8 with truncated BPTT, from a primed model.
+    """The online loop over data (n,) uint8 with truncated BPTT, from a primed model; the
+    segment is the one packed in seg_ints, seg_floats (see ``segment_views``).
 
     For each byte b: p_coded[i] = p(b) under the current float pdf; b becomes the target of
     the newest forward; if that completes the segment, update; feed b as the next forward;
     freqs[i + 1] = the quantized pdf of the byte after it. freqs (n + 1, V), row 0 untouched.
     """
-    bptt = seg.inputs.shape[0]
-    chunk = seg.work.shape[0]
+    seg = segment_views(seg_ints, seg_floats, dims, bptt, chunk)
     for i in range(data.shape[0]):
         b = data[i]
         t = counters[C_SEG] - 1

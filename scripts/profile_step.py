@@ -1,0 +1,168 @@
+"""Where the time of one byte goes: the parts of the truncated-BPTT loop, timed apart.
+
+For a preset (with optional model overrides) the script trains a learner on the first bytes
+of a file, then times each part in a compiled loop, so that Numba's dispatch is not counted,
+and reports µs per byte:
+
+* ``loop``: the whole online loop (``run_segments``) over the next bytes, as compression runs
+  it (coding excluded);
+* ``forward``: one forward with the head (``forward_byte``);
+* ``backward, per token``: the backward of the 16 tokens of a segment (``backward_byte``);
+* ``backward, weight terms``: the chunked weight-gradient terms (``flush_weight_grads``);
+* ``re-forward``: the state-only rerun of a segment after its update;
+* ``optimizer``: one update, divided by the segment length (ten updates of a zero gradient:
+  more would let the moments decay into subnormal numbers, whose arithmetic is slow).
+
+The parts are timed on a warm cache and the same data again and again, so their sum can be
+below ``loop``. Speeds vary by 10-20 % between runs on a shared machine: compare numbers
+from one run only.
+
+    .venv/bin/python scripts/profile_step.py --preset default
+    .venv/bin/python scripts/profile_step.py --preset default --d-model 64 --n-layer 2
+"""
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from mambazip.config import resolve_settings
+from mambazip.kernels.backward import flush_weight_grads
+from mambazip.kernels.layout import DIM_TIED, weight_views
+from mambazip.kernels.segment import segment_forward
+from mambazip.kernels.step import (
+    C_BYTES,
+    C_POS,
+    C_SEG,
+    backward_byte,
+    forward_byte,
+    optimizer_step,
+)
+from mambazip.model import OnlineLearner
+
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "corpus"
+
+
+@njit
+def _forwards(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, data, reps):
+    for i in range(reps):
+        forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work,
+                     data[i % data.shape[0]])  # fmt: skip
+
+
+@njit
+def _fill(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, data):
+    counters[C_SEG] = 0
+    for t in range(seg.inputs.shape[0]):
+        segment_forward(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, data[t])
+        seg.targets[t] = data[t + 1]
+
+
+@njit
+def _backwards(theta, grad, offs, need, dims, seg, reps):
+    n = seg.inputs.shape[0]
+    scale = np.float32(1.0 / n)
+    for _ in range(reps):
+        seg.dssm[...] = 0.0
+        seg.dpend[...] = 0.0
+        for t in range(n - 1, -1, -1):
+            backward_byte(
+                theta, grad, offs, need, dims, seg.work[t], seg.inputs[t], seg.targets[t],
+                scale, True, seg.dssm, seg.dpend, True, seg.dfr, t,
+            )  # fmt: skip
+
+
+@njit
+def _flushes(grad, offs, dims, seg, need, reps):
+    for _ in range(reps):
+        flush_weight_grads(weight_views(grad, offs, dims), seg.dfr, seg.inputs.shape[0],
+                           seg.inputs, need, dims[DIM_TIED] != 0)  # fmt: skip
+
+
+@njit
+def _reforwards(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, reps):
+    for _ in range(reps):
+        conv_state[...] = seg.ck_conv[0]
+        ssm_state[...] = seg.ck_ssm[0]
+        counters[C_POS] = seg.ck_pos[0]
+        for t in range(seg.inputs.shape[0]):
+            forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg.work[0],
+                         seg.inputs[t], False)  # fmt: skip
+
+
+@njit
+def _updates(theta, grad, adam_m, adam_v, ranges, hyper, counters, reps):
+    for _ in range(reps):
+        optimizer_step(theta, grad, adam_m, adam_v, ranges, hyper, counters, counters[C_BYTES] + 1)
+
+
+def _timed(fn, *args, reps):
+    fn(*args, 1)  # compile and warm up
+    start = time.perf_counter()
+    fn(*args, reps)
+    return time.perf_counter() - start
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", default="default")
+    p.add_argument("--d-model", type=int)
+    p.add_argument("--n-layer", type=int)
+    p.add_argument("--d-state", type=int)
+    p.add_argument("--file", type=Path, default=CORPUS / "enwik8" / "enwik6")
+    p.add_argument("--train", type=int, default=20000, help="bytes learned before timing")
+    p.add_argument("--loop", type=int, default=20000, help="bytes of the timed loop")
+    args = p.parse_args()
+    model = {"d_model": args.d_model, "n_layer": args.n_layer, "d_state": args.d_state}
+    settings = resolve_settings(args.preset, model=model)
+    if settings.train.bptt < 2:
+        p.error("this profile is of the truncated-BPTT loop: the settings have bptt 1")
+    data = np.frombuffer(args.file.read_bytes()[: args.train + args.loop + 1], dtype=np.uint8)
+    learner = OnlineLearner(settings)
+    learner.advance(data[: args.train])
+    start = time.perf_counter()
+    learner.advance(data[args.train : args.train + args.loop])
+    loop = (time.perf_counter() - start) / args.loop
+
+    m, seg = learner.model, learner.seg
+    bptt = seg.inputs.shape[0]
+    if seg.work.shape[0] != bptt:
+        p.error("the segment is replayed in chunks; profile with the whole segment in memory")
+    theta, offs, dims, hyper = m.params.flat.copy(), m.params.offsets, m.dims, m.hyper
+    state = (m.conv_state.copy(), m.ssm_state.copy(), m.counters.copy())
+    grad = np.zeros_like(theta)
+    _fill(theta, offs, dims, hyper, *state, seg, data)
+    per_segment = 200 * bptt
+    adam_m, adam_v = learner.adam_m.copy(), learner.adam_v.copy()
+    parts = {
+        "forward": _timed(_forwards, theta, offs, dims, hyper, *state, m.work, data, reps=4000)
+        / 4000,
+        "backward, per token": _timed(
+            _backwards, theta, grad, offs, learner.need, dims, seg, reps=200
+        )
+        / per_segment,
+        "backward, weight terms": _timed(_flushes, grad, offs, dims, seg, learner.need, reps=200)
+        / per_segment,
+        "re-forward": _timed(_reforwards, theta, offs, dims, hyper, *state, seg, reps=200)
+        / per_segment,
+        # Few updates: with a zero gradient the moments decay, and subnormal moments are slow.
+        "optimizer": _timed(
+            _updates, theta, grad, adam_m, adam_v, learner.ranges, hyper, state[2], reps=10
+        )
+        / (10 * bptt),
+    }
+    cfg = settings.model
+    print(
+        f"d_model {cfg.d_model} x {cfg.n_layer} layers, d_inner {cfg.d_inner}, "
+        f"d_state {cfg.d_state}, bptt {bptt}; after {args.train} bytes of {args.file.name}"
+    )
+    print(f"{'loop (run_segments)':24s} {loop * 1e6:7.1f} µs/byte  ({1e-3 / loop:.2f} KB/s)")
+    for name, seconds in parts.items():
+        print(f"{name:24s} {seconds * 1e6:7.1f} µs/byte")
+    print(f"{'sum of the parts':24s} {sum(parts.values()) * 1e6:7.1f} µs/byte")
+
+
+if __name__ == "__main__":
+    main()

@@ -16,9 +16,10 @@ from .errors import FormatError
 _FAMILY = constriction.stream.model.Categorical(perfect=False)
 
 
-def constriction_weights(freqs):
-    """float64 weights that constriction's fast quantizer maps back to ``freqs`` exactly."""
-    return (freqs - 1).astype(np.float64)
+def constriction_weights(freqs, out=None):
+    """float64 weights that constriction's fast quantizer maps back to ``freqs`` exactly
+    (written into ``out`` when given)."""
+    return np.subtract(freqs, 1, out=out, dtype=np.float64)
 
 
 class Encoder:
@@ -42,10 +43,10 @@ class Decoder:
 
     def decode(self, freq):
         """One symbol under freq (V,) int32."""
-        if self._weights is None or self._weights.shape != freq.shape:
+        if self._weights is None:
             self._weights = np.empty(freq.shape, dtype=np.float64)
-        np.subtract(freq, 1, out=self._weights)  # constriction_weights, into one buffer
-        model = constriction.stream.model.Categorical(self._weights, perfect=False)
+        weights = constriction_weights(freq, self._weights)
+        model = constriction.stream.model.Categorical(weights, perfect=False)
         try:
             return self._coder.decode(model)
         except AssertionError:  # constriction's signal that the words cannot come from this model

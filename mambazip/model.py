@@ -7,7 +7,6 @@ runs the per-byte loop of DESIGN.md in compiled chunks, handing out quantized pd
 
 import numpy as np
 
-from .kernels.backward import Deferred
 from .kernels.forward import acts_size, acts_views
 from .kernels.layout import N_TENSORS
 from .kernels.segment import (
@@ -68,19 +67,9 @@ class Model:
         self.counters[C_POS] = K - 1  # so that the first input lands in slot 0
         self.work = np.zeros(acts_size(self.dims), dtype=f32)
         self.acts = acts_views(self.work, self.dims)
-        self.dssm = np.zeros_like(self.ssm_state)
-        self.dpend = np.zeros_like(self.conv_state)
-        self.dfr = self.new_deferred(1)
-
-    def new_deferred(self, rows):
-        """backward.Deferred buffers for ``rows`` tokens."""
-        cfg = self.cfg
-        L, D, E, R, V = cfg.n_layer, cfg.d_model, cfg.d_inner, cfg.dt_rank, cfg.vocab
-        P = R + 2 * cfg.d_state
-        shapes = [(rows, D), (rows, V), (L, rows, E), (L, rows, D), (L, rows, R),
-                  (L, rows, E), (L, rows, E), (L, rows, P), (L, rows, D), (L, rows, 2 * E),
-                  (rows, D)]  # fmt: skip
-        return Deferred(*(np.zeros(shape, dtype=f32) for shape in shapes))
+        # bptt=1 scratch: the state gradients and deferred terms of a one-token segment.
+        one = self.new_segment(1, 1)[0]
+        self.dssm, self.dpend, self.dfr = one.dssm, one.dpend, one.dfr
 
     @property
     def probs(self):

@@ -132,22 +132,11 @@ def _make_lane_dots(rows):
                     prod = builder.fmul(load_vec(row_ptr[r], i), b)
                     builder.store(builder.fadd(builder.load(acc[r]), prod), acc[r])
 
-            # Partial block of t = n % LANES: copy it into zeroed stack vectors, form
-            # acc + a * b on all lanes and keep it on lanes j < t only.
+            # Partial block of t = n % LANES: masked loads read lanes j < t and give 0.0 on
+            # the others (nothing past the end of the arrays is touched); acc + a * b is
+            # formed on all lanes and kept on lanes j < t only.
             start = builder.mul(n_blocks, intp(LANES))
             t = builder.sub(n, start)
-            tail_b = cgutils.alloca_once_value(builder, zero)
-            tail_a = [cgutils.alloca_once_value(builder, zero) for _ in range(rows)]
-            with cgutils.for_range(builder, t) as loop:
-                src = builder.add(start, loop.index)
-                dst = builder.bitcast(tail_b, fl.as_pointer())
-                builder.store(
-                    builder.load(builder.gep(dy_ptr, [src])), builder.gep(dst, [loop.index])
-                )
-                for r in range(rows):
-                    dst = builder.bitcast(tail_a[r], fl.as_pointer())
-                    value = builder.load(builder.gep(row_ptr[r], [src]))
-                    builder.store(value, builder.gep(dst, [loop.index]))
             ivec = ir.VectorType(intp, LANES)
             t_splat = builder.insert_element(ir.Constant(ivec, ir.Undefined), t, i32(0))
             t_splat = builder.shuffle_vector(
@@ -156,12 +145,22 @@ def _make_lane_dots(rows):
                 ir.Constant(ir.VectorType(i32, LANES), [0] * LANES),
             )
             in_tail = builder.icmp_signed("<", ir.Constant(ivec, list(range(LANES))), t_splat)
-            b = builder.load(tail_b)
+            masked_load = cgutils.get_or_insert_function(
+                builder.module,
+                ir.FunctionType(vec, [vec.as_pointer(), i32, in_tail.type, vec]),
+                f"llvm.masked.load.v{LANES}f32.p0",
+            )
+
+            def load_tail(ptr):  # ptr[start + j] for j < t, else 0.0
+                lanes_ptr = builder.bitcast(builder.gep(ptr, [start]), vec.as_pointer())
+                return builder.call(masked_load, [lanes_ptr, i32(4), in_tail, zero])
+
+            b = load_tail(dy_ptr)
 
             sums = []
             for r in range(rows):
                 lanes = builder.load(acc[r])
-                with_tail = builder.fadd(lanes, builder.fmul(builder.load(tail_a[r]), b))
+                with_tail = builder.fadd(lanes, builder.fmul(load_tail(row_ptr[r]), b))
                 lanes = builder.select(in_tail, with_tail, lanes)
                 # Halving tree: l[j] + l[j + width/2] for j < width/2.
                 width = LANES

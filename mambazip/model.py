@@ -7,8 +7,8 @@ runs the per-byte loop of DESIGN.md in compiled chunks, handing out quantized pd
 
 import numpy as np
 
-from .kernels.forward import acts_size, acts_views
-from .kernels.layout import N_TENSORS
+from .kernels.forward import a_from_log, acts_size, acts_views
+from .kernels.layout import N_TENSORS, weight_views
 from .kernels.segment import (
     run_segments,
     segment_backward,
@@ -52,7 +52,8 @@ _OPTIMIZER_CODES = {"none": OPT_NONE, "sgd": OPT_SGD, "adam": OPT_ADAM}
 
 class Model:
     """Parameters + recurrent state (conv ring buffer, SSM state) + activations of the last
-    forward. Starts from the zero state."""
+    forward. Starts from the zero state. ``A`` = -exp(A_log) is formed here once, then by the
+    optimizer after each update: the parameters change only there."""
 
     def __init__(self, cfg, params):
         self.cfg = cfg
@@ -63,6 +64,8 @@ class Model:
         L, K, E, N = cfg.n_layer, cfg.d_conv, cfg.d_inner, cfg.d_state
         self.conv_state = np.zeros((L, K, E), dtype=f32)
         self.ssm_state = np.zeros((L, E, N), dtype=f32)
+        self.A = np.empty((L, E, N), dtype=f32)
+        a_from_log(self.A, weight_views(params.flat, params.offsets, self.dims).A_log)
         self.counters = np.zeros(N_COUNTERS, dtype=np.int64)
         self.counters[C_POS] = K - 1  # so that the first input lands in slot 0
         self.work = np.zeros(acts_size(self.dims), dtype=f32)
@@ -83,7 +86,7 @@ class Model:
     def forward(self, byte):
         """Feed one byte; returns a copy of the next byte's pdf."""
         forward_byte(
-            self.params.flat, self.params.offsets, self.dims, self.hyper,
+            self.params.flat, self.A, self.params.offsets, self.dims, self.hyper,
             self.conv_state, self.ssm_state, self.counters, self.work, int(byte),
         )  # fmt: skip
         return self.probs.copy()
@@ -94,7 +97,7 @@ class Model:
         grad = np.zeros_like(self.params.flat)
         need = np.ones(N_TENSORS, dtype=np.bool_)
         backward_byte(
-            self.params.flat, grad, self.params.offsets, need, self.dims, self.work,
+            self.params.flat, self.A, grad, self.params.offsets, need, self.dims, self.work,
             self.counters[C_LAST_INPUT], int(target), f32(1.0), False, self.dssm, self.dpend,
             False, self.dfr, 0,
         )  # fmt: skip
@@ -119,13 +122,14 @@ class Model:
         self.counters[C_SEG] = 0
         for byte in inputs:
             segment_forward(
-                self.params.flat, self.params.offsets, self.dims, self.hyper,
+                self.params.flat, self.A, self.params.offsets, self.dims, self.hyper,
                 self.conv_state, self.ssm_state, self.counters, seg, int(byte),
             )  # fmt: skip
         seg.targets[:] = targets
         grad = np.zeros_like(self.params.flat)
         segment_backward(
-            self.params.flat, grad, self.params.offsets, np.ones(N_TENSORS, dtype=np.bool_),
+            self.params.flat, self.A, grad, self.params.offsets,
+            np.ones(N_TENSORS, dtype=np.bool_),
             self.dims, self.hyper, self.conv_state, self.ssm_state, self.counters, seg, n, True,
         )  # fmt: skip
         self.conv_state[...], self.ssm_state[...], self.counters[...] = saved
@@ -199,7 +203,7 @@ class OnlineLearner:
             m.forward(byte)
             return
         segment_forward(
-            m.params.flat, m.params.offsets, m.dims, m.hyper, m.conv_state, m.ssm_state,
+            m.params.flat, m.A, m.params.offsets, m.dims, m.hyper, m.conv_state, m.ssm_state,
             m.counters, self.seg, byte,
         )  # fmt: skip
 
@@ -232,14 +236,14 @@ class OnlineLearner:
         m = self.model
         if self.seg is None:
             run_bytes(
-                m.params.flat, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
-                self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, m.work,
-                m.dssm, m.dpend, m.dfr, data, freqs, p,
+                m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
+                self.need, self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
+                m.work, m.dssm, m.dpend, m.dfr, data, freqs, p,
             )  # fmt: skip
         else:
             run_segments(
-                m.params.flat, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
-                self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
+                m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
+                self.need, self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
                 self._seg_ints, self._seg_floats, *self._seg_shape, data, freqs, p,
             )  # fmt: skip
 
@@ -260,7 +264,7 @@ class OnlineLearner:
         if self.seg is None or m.counters[C_SEG] < 2:
             return
         segment_update(
-            m.params.flat, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
+            m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
             self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, self.seg,
             m.counters[C_SEG] - 1, False,
         )  # fmt: skip

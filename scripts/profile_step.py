@@ -46,22 +46,23 @@ CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "c
 
 
 @njit
-def _forwards(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, data, reps):
+def _forwards(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, data, reps):
     for i in range(reps):
-        forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work,
+        forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work,
                      data[i % data.shape[0]])  # fmt: skip
 
 
 @njit
-def _fill(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, data):
+def _fill(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, data):
     counters[C_SEG] = 0
     for t in range(seg.inputs.shape[0]):
-        segment_forward(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, data[t])
+        segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg,
+                        data[t])  # fmt: skip
         seg.targets[t] = data[t + 1]
 
 
 @njit
-def _backwards(theta, grad, offs, need, dims, seg, reps):
+def _backwards(theta, A, grad, offs, need, dims, seg, reps):
     n = seg.inputs.shape[0]
     scale = np.float32(1.0 / n)
     for _ in range(reps):
@@ -69,7 +70,7 @@ def _backwards(theta, grad, offs, need, dims, seg, reps):
         seg.dpend[...] = 0.0
         for t in range(n - 1, -1, -1):
             backward_byte(
-                theta, grad, offs, need, dims, seg.work[t], seg.inputs[t], seg.targets[t],
+                theta, A, grad, offs, need, dims, seg.work[t], seg.inputs[t], seg.targets[t],
                 scale, True, seg.dssm, seg.dpend, True, seg.dfr, t,
             )  # fmt: skip
 
@@ -82,20 +83,21 @@ def _flushes(grad, offs, dims, seg, need, reps):
 
 
 @njit
-def _reforwards(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, reps):
+def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, reps):
     for _ in range(reps):
         conv_state[...] = seg.ck_conv[0]
         ssm_state[...] = seg.ck_ssm[0]
         counters[C_POS] = seg.ck_pos[0]
         for t in range(seg.inputs.shape[0]):
-            forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg.work[0],
-                         seg.inputs[t], False)  # fmt: skip
+            forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters,
+                         seg.work[0], seg.inputs[t], False)  # fmt: skip
 
 
 @njit
-def _updates(theta, grad, adam_m, adam_v, ranges, hyper, counters, reps):
+def _updates(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters, reps):
     for _ in range(reps):
-        optimizer_step(theta, grad, adam_m, adam_v, ranges, hyper, counters, counters[C_BYTES] + 1)
+        optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
+                       counters[C_BYTES] + 1)  # fmt: skip
 
 
 def _timed(fn, *args, reps):
@@ -131,27 +133,27 @@ def main():
     if seg.work.shape[0] != bptt:
         p.error("the segment is replayed in chunks; profile with the whole segment in memory")
     theta, offs, dims, hyper = m.params.flat.copy(), m.params.offsets, m.dims, m.hyper
+    A = m.A.copy()
     state = (m.conv_state.copy(), m.ssm_state.copy(), m.counters.copy())
     grad = np.zeros_like(theta)
-    _fill(theta, offs, dims, hyper, *state, seg, data)
+    _fill(theta, A, offs, dims, hyper, *state, seg, data)
     per_segment = 200 * bptt
     adam_m, adam_v = learner.adam_m.copy(), learner.adam_v.copy()
+    need, ranges = learner.need, learner.ranges
+    update_args = (theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, state[2])
     parts = {
-        "forward": _timed(_forwards, theta, offs, dims, hyper, *state, m.work, data, reps=4000)
+        "forward": _timed(_forwards, theta, A, offs, dims, hyper, *state, m.work, data, reps=4000)
         / 4000,
         "backward, per token": _timed(
-            _backwards, theta, grad, offs, learner.need, dims, seg, reps=200
+            _backwards, theta, A, grad, offs, learner.need, dims, seg, reps=200
         )
         / per_segment,
         "backward, weight terms": _timed(_flushes, grad, offs, dims, seg, learner.need, reps=200)
         / per_segment,
-        "re-forward": _timed(_reforwards, theta, offs, dims, hyper, *state, seg, reps=200)
+        "re-forward": _timed(_reforwards, theta, A, offs, dims, hyper, *state, seg, reps=200)
         / per_segment,
         # Few updates: with a zero gradient the moments decay, and subnormal moments are slow.
-        "optimizer": _timed(
-            _updates, theta, grad, adam_m, adam_v, learner.ranges, hyper, state[2], reps=10
-        )
-        / (10 * bptt),
+        "optimizer": _timed(_updates, *update_args, reps=10) / (10 * bptt),
     }
     cfg = settings.model
     print(

@@ -205,13 +205,13 @@ def conv_backward(dxin, dconv_w, dconv_b, dpend, dxc, conv_in, conv_w, need_w, n
 
 
 @njit(cache=True, error_model="numpy")
-def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dpend, defer,
+def mixer_backward(dh, G, dout, act, layer, W, A, R, need, scratch, carry, dssm, dpend, defer,
                    dfr, j):  # fmt: skip
     """Gradient through one mixer: dh (D,) = its input gradient (overwritten), weight gradients
-    into ``G``; dout (D,) is the gradient of the mixer output."""
+    into ``G``; dout (D,) is the gradient of the mixer output; A (L, E, N) = -exp(W.A_log)."""
     l = layer
-    E = act.A.shape[1]
-    N = act.A.shape[2]
+    E = A.shape[1]
+    N = A.shape[2]
     dyg, dy, du, ddt, dxz, ddbc, g, t_ddt, t_du = scratch
     for e in range(E):
         dyg[e] = f32(0.0)
@@ -223,7 +223,7 @@ def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dp
     ssm_backward(
         du, ddt, ddbc[R : R + N], ddbc[R + N :], G.A_log[l], G.D[l], dssm[l],
         dy, act.u[l], act.dt[l], act.dbc[l, R : R + N], act.dbc[l, R + N :],
-        act.A[l], act.dA[l], act.ssm_prev[l], W.D[l], need[A_LOG] or need[D_SKIP], carry,
+        A[l], act.dA[l], act.ssm_prev[l], W.D[l], need[A_LOG] or need[D_SKIP], carry,
         g, t_ddt, t_du,
     )  # fmt: skip
     for e in range(E):
@@ -254,14 +254,14 @@ def mixer_backward(dh, G, dout, act, layer, W, R, need, scratch, carry, dssm, dp
 
 
 @njit(cache=True, error_model="numpy")
-def model_backward(G, act, W, byte_in, target, R, need, scale, carry, dssm, dpend, defer, dfr,
-                   j):  # fmt: skip
+def model_backward(G, act, W, A, byte_in, target, R, need, scale, carry, dssm, dpend, defer,
+                   dfr, j):  # fmt: skip
     """Accumulate into G the gradient of -scale * log probs[target] for the forward of
     ``byte_in`` (``carry``, ``dssm``, ``dpend``, ``defer``, ``dfr``, ``j``: see the module
-    docstring)."""
+    docstring); A (L, E, N) = -exp(W.A_log), as in the forward."""
     L, D = act.x_in.shape
-    E = act.A.shape[1]
-    N = act.A.shape[2]
+    E = A.shape[1]
+    N = A.shape[2]
     V = act.probs.shape[0]
     dlogits = np.empty(V, dtype=f32)
     for v in range(V):
@@ -289,7 +289,7 @@ def model_backward(G, act, W, byte_in, target, R, need, scale, carry, dssm, dpen
         np.empty((E, N), dtype=f32),
     )
     for l in range(L - 1, -1, -1):
-        mixer_backward(dh, G, dx, act, l, W, R, need, scratch, carry, dssm, dpend, defer, dfr, j)
+        mixer_backward(dh, G, dx, act, l, W, A, R, need, scratch, carry, dssm, dpend, defer, dfr, j)
         # The residual passes dx through unchanged; the norm adds its own share.
         rmsnorm_backward(dx, G.norm[l], dh, act.x_in[l], W.norm[l], act.rstd[l], need[NORM])
     if need[EMBEDDING]:

@@ -6,6 +6,9 @@ weights. Each forward saves in ``Acts`` exactly what ``backward`` needs.
 
 Recurrent state: ``conv_state`` (L, K, E) is a ring buffer of the last K mixer inputs;
 ``pos`` is the slot of the newest one. ``ssm_state`` (L, E, N) is the selective-scan state.
+
+``A`` (L, E, N) = -exp(A_log) is formed by ``a_from_log`` when the weights change, not at
+every token: it changes once per update, and its exponentials were a third of the scan.
 """
 
 from collections import namedtuple
@@ -33,7 +36,6 @@ Acts = namedtuple(
         "dbc",  # (L, P)    x_proj output: dt_raw | B | C
         "dtp",  # (L, E)    dt before softplus
         "dt",  # (L, E)
-        "A",  # (L, E, N) -exp(A_log)
         "dA",  # (L, E, N) exp(dt A)
         "ssm_prev",  # (L, E, N) SSM state before this token
         "y",  # (L, E)    SSM output before the gate
@@ -53,7 +55,7 @@ def acts_size(dims):
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
     K, L = dims[DIM_K], dims[DIM_L]
     P = R + 2 * N
-    per_layer = 2 * D + 1 + 2 * E + K * E + 6 * E + P + 3 * E * N
+    per_layer = 2 * D + 1 + 2 * E + K * E + 6 * E + P + 2 * E * N
     return L * per_layer + 3 * D + 1 + 2 * V
 
 
@@ -84,8 +86,6 @@ def acts_views(work, dims):
     o += L * E
     dt = carve(work, o, (L, E))
     o += L * E
-    A = carve(work, o, (L, E, N))
-    o += L * E * N
     dA = carve(work, o, (L, E, N))
     o += L * E * N
     ssm_prev = carve(work, o, (L, E, N))
@@ -106,7 +106,7 @@ def acts_views(work, dims):
     o += V
     mix_out = carve(work, o, (D,))
     return Acts(
-        x_in, rstd, h, xz, conv_in, xc, u, dbc, dtp, dt, A, dA, ssm_prev, y, yg,
+        x_in, rstd, h, xz, conv_in, xc, u, dbc, dtp, dt, dA, ssm_prev, y, yg,
         x_f, rstd_f, h_f, logits, probs, mix_out,
     )  # fmt: skip
 
@@ -156,18 +156,25 @@ def softplus_forward(out, x):
 
 
 @njit(cache=True, error_model="numpy")
-def ssm_forward(y, ssm, A, dA, ssm_prev, u, dt, B, C, A_log, D_skip):
+def a_from_log(A, A_log):
+    """A (L, E, N) = -exp(A_log (L, E, N)): the SSM's decay rates, trained in log space."""
+    L, E, N = A.shape
+    for l in range(L):
+        for e in range(E):
+            for n in range(N):
+                A[l, e, n] = -exp32(A_log[l, e, n])
+
+
+@njit(cache=True, error_model="numpy")
+def ssm_forward(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
     """One step of the selective scan, discretised as in Mamba-1.
 
-    ssm (E, N) updated in place: ssm = exp(dt A) * ssm + (dt u) B, with A = -exp(A_log);
-    y (E,) = ssm @ C + D_skip * u. Saves A, dA = exp(dt A) and ssm_prev, all (E, N).
-    u, dt (E,); B, C (N,); A_log (E, N); D_skip (E,).
+    ssm (E, N) updated in place: ssm = exp(dt A) * ssm + (dt u) B, A (E, N) = -exp(A_log);
+    y (E,) = ssm @ C + D_skip * u. Saves dA = exp(dt A) and ssm_prev, both (E, N).
+    u, dt (E,); B, C (N,); D_skip (E,).
     """
     E, N = ssm.shape
-    # Separate simple loops: each vectorises; one fused loop storing four arrays did not.
-    for e in range(E):
-        for n in range(N):
-            A[e, n] = -exp32(A_log[e, n])
+    # Separate simple loops: each vectorises; one fused loop storing three arrays did not.
     for e in range(E):
         dte = dt[e]
         for n in range(N):
@@ -210,9 +217,9 @@ def gate_forward(yg, y, z):
 
 
 @njit(cache=True, error_model="numpy")
-def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R, project=True):
+def mixer_forward(out, act, layer, W, A, conv_state, ssm_state, pos, R, project=True):
     """The Mamba mixer of one layer on act.h[layer] (D,); out (D,) = its output (not formed
-    without ``project``: then only the state advances)."""
+    without ``project``: then only the state advances). A (L, E, N) = -exp(W.A_log)."""
     l = layer
     E = conv_state.shape[2]
     N = ssm_state.shape[2]
@@ -225,8 +232,8 @@ def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R, project=Tru
     matvec(act.dtp[l], W.dt_proj[l], act.dbc[l, :R], W.dt_bias[l])
     softplus_forward(act.dt[l], act.dtp[l])
     ssm_forward(
-        act.y[l], ssm_state[l], act.A[l], act.dA[l], act.ssm_prev[l], act.u[l], act.dt[l],
-        act.dbc[l, R : R + N], act.dbc[l, R + N :], W.A_log[l], W.D[l],
+        act.y[l], ssm_state[l], act.dA[l], act.ssm_prev[l], act.u[l], act.dt[l],
+        act.dbc[l, R : R + N], act.dbc[l, R + N :], A[l], W.D[l],
     )  # fmt: skip
     gate_forward(act.yg[l], act.y[l], act.xz[l, E:])
     if project:
@@ -234,8 +241,9 @@ def mixer_forward(out, act, layer, W, conv_state, ssm_state, pos, R, project=Tru
 
 
 @njit(cache=True, error_model="numpy")
-def model_forward(act, W, conv_state, ssm_state, pos, byte, R, eps, head=True):
+def model_forward(act, W, A, conv_state, ssm_state, pos, byte, R, eps, head=True):
     """Advance the model by one input byte; act.probs (V,) becomes the next byte's pdf.
+    A (L, E, N) = -exp(W.A_log), formed by ``a_from_log``.
 
     ``pos`` is the ring-buffer slot for this input (the caller advances it). Without
     ``head`` only the recurrent state advances: no last out_proj, norm_f, lm_head, softmax.
@@ -248,9 +256,9 @@ def model_forward(act, W, conv_state, ssm_state, pos, byte, R, eps, head=True):
         act.rstd[l] = rmsnorm_forward(act.h[l], act.x_in[l], W.norm[l], eps)
         if not head and l == L - 1:
             # The last mixer's output feeds only the head.
-            mixer_forward(act.mix_out, act, l, W, conv_state, ssm_state, pos, R, False)
+            mixer_forward(act.mix_out, act, l, W, A, conv_state, ssm_state, pos, R, False)
             return
-        mixer_forward(act.mix_out, act, l, W, conv_state, ssm_state, pos, R)
+        mixer_forward(act.mix_out, act, l, W, A, conv_state, ssm_state, pos, R)
         nxt = act.x_in[l + 1] if l + 1 < L else act.x_f
         for d in range(D):
             nxt[d] = act.x_in[l, d] + act.mix_out[d]

@@ -112,7 +112,7 @@ def segment_views(ints, floats, dims, bptt, chunk):
 
 
 @njit(cache=True, error_model="numpy")
-def segment_forward(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, byte):
+def segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, byte):
     """Feed ``byte`` as the next forward of the segment, saving what its backward needs."""
     t = counters[C_SEG]
     chunk = seg.work.shape[0]
@@ -121,8 +121,8 @@ def segment_forward(theta, offs, dims, hyper, conv_state, ssm_state, counters, s
         seg.ck_conv[c] = conv_state
         seg.ck_ssm[c] = ssm_state
         seg.ck_pos[c] = counters[C_POS]
-    forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg.work[t % chunk],
-                 byte)  # fmt: skip
+    forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters,
+                 seg.work[t % chunk], byte)  # fmt: skip
     seg.inputs[t] = byte
     counters[C_SEG] = t + 1
 
@@ -135,7 +135,7 @@ def _restore(conv_state, ssm_state, counters, seg, c):
 
 
 @njit(cache=True, error_model="numpy")
-def segment_backward(theta, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
+def segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
                      seg, n_steps, live):  # fmt: skip
     """grad += the gradient of the mean of -log p(target) over the segment's first
     ``n_steps`` forwards. ``live``: the newest chunk's activations are still those of the
@@ -151,10 +151,10 @@ def segment_backward(theta, grad, offs, need, dims, hyper, conv_state, ssm_state
         if c != newest or not live:
             _restore(conv_state, ssm_state, counters, seg, c)
             for t in range(lo, hi):
-                forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters,
+                forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters,
                              seg.work[t - lo], seg.inputs[t])  # fmt: skip
         for t in range(hi - 1, lo - 1, -1):
-            backward_byte(theta, grad, offs, need, dims, seg.work[t - lo], seg.inputs[t],
+            backward_byte(theta, A, grad, offs, need, dims, seg.work[t - lo], seg.inputs[t],
                           seg.targets[t], scale, True, seg.dssm, seg.dpend, True, seg.dfr,
                           t - lo)  # fmt: skip
         flush_weight_grads(weight_views(grad, offs, dims), seg.dfr, hi - lo, seg.inputs[lo:hi],
@@ -162,25 +162,26 @@ def segment_backward(theta, grad, offs, need, dims, hyper, conv_state, ssm_state
 
 
 @njit(cache=True, error_model="numpy")
-def segment_update(theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
+def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
                    conv_state, ssm_state, counters, seg, n_steps, live):  # fmt: skip
     """Learn the segment's first ``n_steps`` targets with one optimizer step (the schedule's
     clock counts bytes), then rerun them from the segment's start state with the new weights
     and open a new, empty segment."""
-    segment_backward(theta, grad, offs, need, dims, hyper, conv_state, ssm_state, counters, seg,
-                     n_steps, live)  # fmt: skip
+    segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
+                     seg, n_steps, live)  # fmt: skip
     counters[C_BYTES] += n_steps
-    optimizer_step(theta, grad, adam_m, adam_v, ranges, hyper, counters, counters[C_BYTES])
+    optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
+                   counters[C_BYTES])  # fmt: skip
     _restore(conv_state, ssm_state, counters, seg, 0)
     for t in range(n_steps):
-        forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg.work[0],
+        forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg.work[0],
                      seg.inputs[t], False)  # fmt: skip
     counters[C_SEG] = 0
 
 
 @njit(cache=True, error_model="numpy")
 def run_segments(
-    theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
+    theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
     conv_state, ssm_state, counters, seg_ints, seg_floats, bptt, chunk, data, freqs, p_coded,
 ):  # fmt: skip
     """The online loop over data (n,) uint8 with truncated BPTT, from a primed model; the
@@ -197,8 +198,8 @@ def run_segments(
         p_coded[i] = acts_views(seg.work[t % chunk], dims).probs[b]
         seg.targets[t] = b
         if t + 1 == bptt:
-            segment_update(theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
+            segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
                            conv_state, ssm_state, counters, seg, bptt, True)  # fmt: skip
-        segment_forward(theta, offs, dims, hyper, conv_state, ssm_state, counters, seg, b)
+        segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, b)
         t = counters[C_SEG] - 1
         quantize(freqs[i + 1], acts_views(seg.work[t % chunk], dims).probs)

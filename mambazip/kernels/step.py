@@ -10,8 +10,8 @@ import numpy as np
 from numba import njit
 
 from .backward import model_backward
-from .forward import acts_views, model_forward
-from .layout import DIM_K, DIM_R, weight_views
+from .forward import a_from_log, acts_views, model_forward
+from .layout import A_LOG, DIM_K, DIM_R, weight_views
 from .optim import adam_update, power, scheduled_lr, sgd_update
 
 f32 = np.float32
@@ -64,8 +64,10 @@ def quantize(freq, probs):
 
 
 @njit(cache=True, error_model="numpy")
-def optimizer_step(theta, grad, adam_m, adam_v, ranges, hyper, counters, clock):
-    """One update from the accumulated ``grad``; ``clock`` is the schedule's position."""
+def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
+                   clock):  # fmt: skip
+    """One update from the accumulated ``grad``; ``clock`` is the schedule's position.
+    A = -exp(A_log) follows the new A_log."""
     kind = int(hyper[H_OPTIMIZER])
     step = counters[C_STEP] + 1
     counters[C_STEP] = step
@@ -82,23 +84,25 @@ def optimizer_step(theta, grad, adam_m, adam_v, ranges, hyper, counters, clock):
             theta, grad, adam_m, adam_v, ranges, lr, f32(beta1), f32(beta2),
             f32(hyper[H_ADAM_EPS]), bc1, bc2, clip,
         )  # fmt: skip
+    if need[A_LOG]:
+        a_from_log(A, weight_views(theta, offs, dims).A_log)
 
 
 @njit(cache=True, error_model="numpy")
-def forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, byte,
+def forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, byte,
                  head=True):  # fmt: skip
     """Advance the state by ``byte``; the next byte's pdf is left in the workspace (unless
-    not ``head``: then only the state advances)."""
+    not ``head``: then only the state advances). A (L, E, N) = -exp(A_log) of ``theta``."""
     W = weight_views(theta, offs, dims)
     act = acts_views(work, dims)
     pos = (counters[C_POS] + 1) % dims[DIM_K]
     counters[C_POS] = pos
     counters[C_LAST_INPUT] = byte
-    model_forward(act, W, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]), head)
+    model_forward(act, W, A, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]), head)
 
 
 @njit(cache=True, error_model="numpy")
-def backward_byte(theta, grad, offs, need, dims, work, byte_in, target, scale, carry, dssm,
+def backward_byte(theta, A, grad, offs, need, dims, work, byte_in, target, scale, carry, dssm,
                   dpend, defer, dfr, j):  # fmt: skip
     """Accumulate into ``grad`` the gradient of -scale log p(target) of the forward of
     ``byte_in`` saved in ``work`` (see backward.model_backward for the other arguments)."""
@@ -106,13 +110,13 @@ def backward_byte(theta, grad, offs, need, dims, work, byte_in, target, scale, c
     G = weight_views(grad, offs, dims)
     act = acts_views(work, dims)
     model_backward(
-        G, act, W, byte_in, target, dims[DIM_R], need, scale, carry, dssm, dpend, defer, dfr, j
+        G, act, W, A, byte_in, target, dims[DIM_R], need, scale, carry, dssm, dpend, defer, dfr, j
     )
 
 
 @njit(cache=True, error_model="numpy")
 def run_bytes(
-    theta, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
+    theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
     conv_state, ssm_state, counters, work, dssm, dpend, dfr, data, freqs, p_coded,
 ):  # fmt: skip
     """The online loop over data (n,) uint8, from a primed model.
@@ -128,12 +132,13 @@ def run_bytes(
         p_coded[i] = act.probs[b]
         if learn:
             backward_byte(
-                theta, grad, offs, need, dims, work, counters[C_LAST_INPUT], b, f32(1.0),
+                theta, A, grad, offs, need, dims, work, counters[C_LAST_INPUT], b, f32(1.0),
                 False, dssm, dpend, False, dfr, 0,
             )  # fmt: skip
             optimizer_step(
-                theta, grad, adam_m, adam_v, ranges, hyper, counters, counters[C_STEP] + 1
-            )
+                theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
+                counters[C_STEP] + 1,
+            )  # fmt: skip
             counters[C_BYTES] += 1
-        forward_byte(theta, offs, dims, hyper, conv_state, ssm_state, counters, work, b)
+        forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, b)
         quantize(freqs[i + 1], act.probs)

@@ -190,3 +190,24 @@ def test_live_state_after_an_update_is_the_segment_rerun_with_the_new_weights():
     expected = np.zeros_like(learner.freq)
     quantize(expected, probs)
     assert np.array_equal(learner.freq, expected)
+
+
+def test_decay_rates_follow_a_log_after_every_update():
+    """Model.A, the cached -exp(A_log) of the forward, is renewed by each optimizer step."""
+    from mambazip.kernels.detmath import apply_exp32
+    from mambazip.model import OnlineLearner
+    from mambazip.params import Params
+
+    cfg, tensors = _setup("k3-nobias-tied")
+    learner = OnlineLearner(
+        _settings(cfg, optimizer="adam", lr=0.01, bptt=SEGMENT),
+        params=Params.from_hf(cfg, {k: v.copy() for k, v in tensors.items()}),
+    )
+    before = learner.model.A.copy()
+    learner.advance(np.frombuffer(BYTES * 2, dtype=np.uint8))
+    assert learner.step > 1
+    a_log = learner.model.params["A_log"]
+    expected = np.empty_like(a_log)
+    apply_exp32(expected, a_log)
+    assert not np.array_equal(learner.model.A, before)
+    assert np.array_equal(learner.model.A, -expected)

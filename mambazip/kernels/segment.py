@@ -6,19 +6,21 @@ segment flows back through time (the SSM state and the convolution's inputs), on
 step is taken, and the segment is run again from its start state with the new weights, so
 that the live state is the one the updated model would have reached.
 
+``A`` (L, E, N) = -exp(A_log) goes with ``theta``: the optimizer step renews it.
+
 Activations are kept for ``chunk`` forwards only; the state at the start of every chunk is
 saved, and during the backward pass each chunk but the newest is replayed from its saved
 state. A replay repeats the same forwards on the same state with the same weights, so the
 gradient has the same bits for every chunk size; memory is O(chunk), not O(bptt).
 
-``Segment`` buffers, with M = ceil(bptt / chunk) and A = forward.acts_size(dims), all carved
+``Segment`` buffers, with M = ceil(bptt / chunk) and S = forward.acts_size(dims), all carved
 from one int64 and one float32 buffer (``segment_sizes``, ``segment_views``), so that the
 per-byte call of the decoder hands Numba two arrays instead of twenty:
     inputs, targets  (bptt,) int64
     ck_conv          (M, L, K, E)  conv ring buffer at the start of each chunk
     ck_ssm           (M, L, E, N)  SSM state at the start of each chunk
     ck_pos           (M,) int64    ring-buffer slot of the newest input then
-    work             (chunk, A)    saved activations, forward t in row t % chunk
+    work             (chunk, S)    saved activations, forward t in row t % chunk
     dssm, dpend      (L, E, N), (L, K, E): gradients carried back through the state
     dfr              backward.Deferred with ``chunk`` rows: weight-gradient terms of a chunk
 """
@@ -69,14 +71,14 @@ def segment_views(ints, floats, dims, bptt, chunk):
     K, L = dims[DIM_K], dims[DIM_L]
     P = R + 2 * N
     M = (bptt + chunk - 1) // chunk
-    A = acts_size(dims)
+    S = acts_size(dims)
     o = 0
     ck_conv = carve(floats, o, (M, L, K, E))
     o += M * L * K * E
     ck_ssm = carve(floats, o, (M, L, E, N))
     o += M * L * E * N
-    work = carve(floats, o, (chunk, A))
-    o += chunk * A
+    work = carve(floats, o, (chunk, S))
+    o += chunk * S
     dssm = carve(floats, o, (L, E, N))
     o += L * E * N
     dpend = carve(floats, o, (L, K, E))

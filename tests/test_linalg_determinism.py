@@ -19,6 +19,7 @@ from mambazip.kernels import linalg
 
 # (n_in, n_out) of Wt; n_out covers multiples of 16, remainders 1..15, and empty matrices.
 SHAPES = [(256, 1024), (512, 256), (512, 48), (40, 40), (64, 17), (7, 1), (9, 31), (3, 0), (0, 5)]
+TOKENS = 3  # rows of outer_acc_rows' inputs
 U = 2.0**-24  # unit roundoff of float32
 FMA_RE = re.compile(r"\b(v?fn?m(?:add|sub)\w*|fml[as]\w*|fmaf?)\b", re.IGNORECASE)
 
@@ -32,12 +33,14 @@ def make_case(k):
         scale = 2.0 ** rng.integers(-8, 8, size=shape)
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
-    return {"Wt": arr(n_in, n_out), "x": arr(n_in), "bias": arr(n_out), "dy": arr(n_out),
+    case = {"Wt": arr(n_in, n_out), "x": arr(n_in), "bias": arr(n_out), "dy": arr(n_out),
             "dx": arr(n_in), "dWt": arr(n_in, n_out)}  # fmt: skip
+    case["X"], case["dY"] = arr(TOKENS, n_in), arr(TOKENS, n_out)
+    return case
 
 
 def run_kernels(case):
-    """The three kernels on one case; matvec_t_acc also on a strided view of the same Wt."""
+    """The four kernels on one case; matvec_t_acc also on a strided view of the same Wt."""
     Wt, x, dy = case["Wt"], case["x"], case["dy"]
     y = np.empty(Wt.shape[1], np.float32)
     linalg.matvec(y, Wt, x, case["bias"])
@@ -49,7 +52,10 @@ def run_kernels(case):
     linalg.matvec_t_acc(dx_strided, wide[:, ::2], dy)
     dWt = case["dWt"].copy()
     linalg.outer_acc(dWt, x, dy)
-    return {"y": y, "dx": dx, "dx_strided": dx_strided, "dWt": dWt}
+    dWt_rows = case["dWt"].copy()
+    unused = np.zeros_like(case["X"]), np.zeros(TOKENS, np.int64)
+    linalg.outer_acc_rows(dWt_rows, case["X"], case["dY"], False, *unused)
+    return {"y": y, "dx": dx, "dx_strided": dx_strided, "dWt": dWt, "dWt_rows": dWt_rows}
 
 
 # Independent oracles in NumPy float32: each ufunc call rounds every element once (no FMA), and
@@ -74,11 +80,18 @@ def lanes_order(dx, Wt, dy):
     return dx + lanes[:, 0]
 
 
+def rows_order(dWt, X, dY):
+    for t in range(X.shape[0] - 1, -1, -1):
+        dWt = dWt + np.outer(X[t], dY[t])
+    return dWt
+
+
 def expected(case):
     Wt, x, dy = case["Wt"], case["x"], case["dy"]
     dx = lanes_order(case["dx"], Wt, dy)
     return {"y": matvec_order(Wt, x, case["bias"]), "dx": dx, "dx_strided": dx,
-            "dWt": case["dWt"] + np.outer(x, dy)}  # fmt: skip
+            "dWt": case["dWt"] + np.outer(x, dy),
+            "dWt_rows": rows_order(case["dWt"], case["X"], case["dY"])}  # fmt: skip
 
 
 def bits(a):
@@ -108,7 +121,7 @@ def test_kernels_close_to_float64(k):
     matvec: bias + n_in products, m = n_in + 1 (one chain in input order);
     matvec_t_acc: dx + n_out products, m = 1 + ceil(n_out/16) + 4 + 1 (product, lane chain,
     4 tree levels, final +=), e.g. 75 for n_out = 1024, i.e. < 5e-6 relative;
-    outer_acc: dWt + x dy, m = 2."""
+    outer_acc: dWt + x dy, m = 2; outer_acc_rows: dWt + TOKENS products, m = TOKENS + 1."""
     c = {key: v.astype(np.float64) for key, v in make_case(k).items()}
     got = run_kernels(make_case(k))
     n_in, n_out = c["Wt"].shape
@@ -126,6 +139,9 @@ def test_kernels_close_to_float64(k):
         check(name, got[name], c["dx"] + c["Wt"] @ c["dy"], magnitude_t, m_t)
     outer = np.outer(c["x"], c["dy"])
     check("dWt", got["dWt"], c["dWt"] + outer, np.abs(c["dWt"]) + np.abs(outer), 2)
+    rows = c["X"].T @ c["dY"]
+    magnitude_rows = np.abs(c["dWt"]) + np.abs(c["X"]).T @ np.abs(c["dY"])
+    check("dWt_rows", got["dWt_rows"], c["dWt"] + rows, magnitude_rows, TOKENS + 1)
 
 
 def widest_vector_register():
@@ -182,13 +198,15 @@ def compiled_asm(dispatcher):
         "matvec": (np.empty(40, np.float32), Wt, x, case["bias"]),
         "matvec_t_acc": (case["dx"].copy(), Wt, dy),
         "outer_acc": (case["dWt"].copy(), x, dy),
-    }[dispatcher.__name__]
+        "outer_acc_rows": (case["dWt"].copy(), case["X"], case["dY"], False,
+                           np.zeros_like(case["X"]), np.zeros(TOKENS, np.int64)),
+    }[dispatcher.__name__]  # fmt: skip
     fresh(*args)
     return [fresh.inspect_asm(sig) for sig in fresh.signatures]
 
 
-@pytest.mark.parametrize("kernel", [linalg.matvec, linalg.matvec_t_acc, linalg.outer_acc],
-                         ids=lambda f: f.__name__)  # fmt: skip
+@pytest.mark.parametrize("kernel", [linalg.matvec, linalg.matvec_t_acc, linalg.outer_acc,
+                                    linalg.outer_acc_rows], ids=lambda f: f.__name__)  # fmt: skip
 def test_no_fma_in_compiled_kernels(kernel):
     for asm in compiled_asm(kernel):
         assert FMA_RE.findall(asm) == []

@@ -75,6 +75,43 @@ def dot_lanes(a, b):
     return lanes[0]
 
 
+def _splat(builder, value):
+    """A vector of LANES copies of ``value``."""
+    vec = ir.VectorType(value.type, LANES)
+    first = builder.insert_element(ir.Constant(vec, ir.Undefined), value, ir.IntType(32)(0))
+    same = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+    return builder.shuffle_vector(first, ir.Constant(vec, ir.Undefined), same)
+
+
+def _lanes_below(builder, count):
+    """The mask of lanes j < ``count`` (an integer of the pointer width)."""
+    lanes = ir.Constant(ir.VectorType(count.type, LANES), list(range(LANES)))
+    return builder.icmp_signed("<", lanes, _splat(builder, count))
+
+
+def _masked_load(builder, ptr, mask):
+    """Lanes of the <LANES x float> at ``ptr`` where ``mask`` is set, 0.0 elsewhere; nothing
+    is read from the others, so a partial block at the end of an array is safe to load."""
+    vec = ir.VectorType(ir.FloatType(), LANES)
+    fn = cgutils.get_or_insert_function(
+        builder.module,
+        ir.FunctionType(vec, [vec.as_pointer(), ir.IntType(32), mask.type, vec]),
+        f"llvm.masked.load.v{LANES}f32.p0",
+    )
+    return builder.call(fn, [ptr, ir.IntType(32)(4), mask, ir.Constant(vec, [0.0] * LANES)])
+
+
+def _masked_store(builder, value, ptr, mask):
+    """Store the lanes of ``value`` where ``mask`` is set."""
+    vec = ir.VectorType(ir.FloatType(), LANES)
+    fn = cgutils.get_or_insert_function(
+        builder.module,
+        ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), ir.IntType(32), mask.type]),
+        f"llvm.masked.store.v{LANES}f32.p0",
+    )
+    builder.call(fn, [value, ptr, ir.IntType(32)(4), mask])
+
+
 def _make_lane_dots(rows):
     """Intrinsic ``(Wt, dy, c) -> rows float32``: the 16-lane dot products of Wt[c + r] with dy.
 
@@ -136,24 +173,11 @@ def _make_lane_dots(rows):
             # the others (nothing past the end of the arrays is touched); acc + a * b is
             # formed on all lanes and kept on lanes j < t only.
             start = builder.mul(n_blocks, intp(LANES))
-            t = builder.sub(n, start)
-            ivec = ir.VectorType(intp, LANES)
-            t_splat = builder.insert_element(ir.Constant(ivec, ir.Undefined), t, i32(0))
-            t_splat = builder.shuffle_vector(
-                t_splat,
-                ir.Constant(ivec, ir.Undefined),
-                ir.Constant(ir.VectorType(i32, LANES), [0] * LANES),
-            )
-            in_tail = builder.icmp_signed("<", ir.Constant(ivec, list(range(LANES))), t_splat)
-            masked_load = cgutils.get_or_insert_function(
-                builder.module,
-                ir.FunctionType(vec, [vec.as_pointer(), i32, in_tail.type, vec]),
-                f"llvm.masked.load.v{LANES}f32.p0",
-            )
+            in_tail = _lanes_below(builder, builder.sub(n, start))
 
             def load_tail(ptr):  # ptr[start + j] for j < t, else 0.0
                 lanes_ptr = builder.bitcast(builder.gep(ptr, [start]), vec.as_pointer())
-                return builder.call(masked_load, [lanes_ptr, i32(4), in_tail, zero])
+                return _masked_load(builder, lanes_ptr, in_tail)
 
             b = load_tail(dy_ptr)
 
@@ -219,6 +243,94 @@ def outer_acc(dWt, x, dy):
             row[o] += xc * dy[o]
 
 
+BLOCK = 4  # vectors of LANES outputs held in registers across the tokens: speed only
+
+
+@intrinsic
+def _outer_acc_row(typingctx, dWt, X, dY, c):
+    """dWt[c] += X[t, c] * dY[t] for t = n-1, ..., 0 (n = X.shape[0]), as one chain of
+    ``+=`` per element, with BLOCK * LANES outputs of the row held in registers across all n
+    tokens: each element is loaded and stored once instead of once per token.
+
+    Needs unit inner strides of dWt and dY, dY.shape[1] == dWt.shape[1] (not checked)."""
+    ok = all(
+        isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float32
+        for a in (dWt, X, dY)
+    ) and isinstance(c, types.Integer)
+    if not ok:
+        return None
+    sig = types.none(dWt, X, dY, c)
+
+    def codegen(context, builder, signature, args):
+        intp = context.get_value_type(types.intp)
+        fl = ir.FloatType()
+        vec = ir.VectorType(fl, LANES)
+        byte_ptr = ir.IntType(8).as_pointer()
+        W_arr, X_arr, dY_arr = (
+            context.make_array(signature.args[k])(context, builder, args[k]) for k in range(3)
+        )
+        c0 = context.cast(builder, args[3], signature.args[3], types.intp)
+
+        def element(arr, i, j):  # pointer to float arr[i, j], by the array's byte strides
+            offset = builder.add(
+                builder.mul(i, builder.extract_value(arr.strides, 0)),
+                builder.mul(j, builder.extract_value(arr.strides, 1)),
+            )
+            return builder.bitcast(
+                builder.gep(builder.bitcast(arr.data, byte_ptr), [offset]), fl.as_pointer()
+            )
+
+        n = builder.extract_value(X_arr.shape, 0)
+        n_out = builder.extract_value(W_arr.shape, 1)
+        row = element(W_arr, c0, intp(0))
+
+        def vec_at(ptr, i):  # ptr[i : i + LANES] as a vector pointer
+            return builder.bitcast(builder.gep(ptr, [i]), vec.as_pointer())
+
+        def block(start, n_vec, load, store):
+            """Outputs start .. start + n_vec * LANES: load, all tokens, store."""
+            acc = [load(vec_at(row, builder.add(start, intp(k * LANES)))) for k in range(n_vec)]
+            slots = [cgutils.alloca_once_value(builder, a) for a in acc]
+            with cgutils.for_range(builder, n) as loop:
+                t = builder.sub(builder.sub(n, intp(1)), loop.index)
+                xs = _splat(builder, builder.load(element(X_arr, t, c0)))
+                dy = element(dY_arr, t, intp(0))
+                for k in range(n_vec):
+                    d = load(vec_at(dy, builder.add(start, intp(k * LANES))))
+                    builder.store(
+                        builder.fadd(builder.load(slots[k]), builder.fmul(xs, d)), slots[k]
+                    )
+            for k in range(n_vec):
+                store(builder.load(slots[k]), vec_at(row, builder.add(start, intp(k * LANES))))
+
+        def load_full(ptr):
+            return builder.load(ptr, align=4)
+
+        def store_full(value, ptr):
+            builder.store(value, ptr, align=4)
+
+        width = BLOCK * LANES
+        n_blocks = builder.udiv(n_out, intp(width))
+        with cgutils.for_range(builder, n_blocks) as loop:
+            block(builder.mul(loop.index, intp(width)), BLOCK, load_full, store_full)
+
+        # The last n_out % width outputs: LANES at a time, masked to those below n_out.
+        rest = builder.mul(n_blocks, intp(width))
+        n_tail = builder.udiv(builder.add(builder.sub(n_out, rest), intp(LANES - 1)), intp(LANES))
+        with cgutils.for_range(builder, n_tail) as loop:
+            start = builder.add(rest, builder.mul(loop.index, intp(LANES)))
+            mask = _lanes_below(builder, builder.sub(n_out, start))
+            block(
+                start,
+                1,
+                lambda ptr: _masked_load(builder, ptr, mask),
+                lambda value, ptr: _masked_store(builder, value, ptr, mask),
+            )
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(cache=True, error_model="numpy")
 def outer_acc_rows(dWt, X, dY, tied, emb_dx, inputs):
     """dWt (n_in, n_out) += Σ_t outer(X[t], dY[t]) over the n rows of X (n, n_in) and
@@ -227,10 +339,16 @@ def outer_acc_rows(dWt, X, dY, tied, emb_dx, inputs):
     tokens instead of one pass over dWt per token. With ``tied`` (dWt is also the embedding's
     gradient) token t's term is followed by dWt[:, inputs[t]] += emb_dx[t] (n, n_in).
 
-    One token per pass over a row: folding four tokens into one expression, as ``matvec``
-    does, ran four times slower here (measured, 2026-11-29)."""
+    Without ``tied``, blocks of a row stay in registers for all n tokens (``_outer_acc_row``).
+    With it, one token per pass over a row: folding four tokens into one expression, as
+    ``matvec`` does, ran four times slower here (measured, 2026-11-29)."""
     n = X.shape[0]
     n_in, n_out = dWt.shape
+    unit = (n_out < 2 or (dWt.strides[1] == 4 and dY.strides[1] == 4)) and dY.shape[1] == n_out
+    if not tied and unit:
+        for c in range(n_in):
+            _outer_acc_row(dWt, X, dY, c)
+        return
     for c in range(n_in):
         row = dWt[c]
         for t in range(n - 1, -1, -1):

@@ -9,7 +9,7 @@ and reports µs per byte:
 * ``forward``: one forward with the head (``forward_byte``);
 * ``backward, per token``: the backward of the 16 tokens of a segment (``backward_byte``);
 * ``backward, weight terms``: the chunked weight-gradient terms (``flush_weight_grads``);
-* ``re-forward``: the state-only rerun of a segment after its update;
+* ``re-forward``: the state-only rerun of a segment after its update (``model_rerun``);
 * ``optimizer``: one update, divided by the segment length (ten updates of a zero gradient:
   more would let the moments decay into subnormal numbers, whose arithmetic is slow).
 
@@ -30,12 +30,13 @@ from numba import njit
 
 from mambazip.config import resolve_settings
 from mambazip.kernels.backward import flush_weight_grads
-from mambazip.kernels.layout import DIM_TIED, weight_views
+from mambazip.kernels.forward import model_rerun
+from mambazip.kernels.layout import DIM_R, DIM_TIED, weight_views
 from mambazip.kernels.segment import segment_forward
 from mambazip.kernels.step import (
     C_BYTES,
-    C_POS,
     C_SEG,
+    H_EPS,
     backward_byte,
     forward_byte,
     optimizer_step,
@@ -83,14 +84,14 @@ def _flushes(grad, offs, dims, seg, need, reps):
 
 
 @njit
-def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, reps):
+def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, scratch,
+                reps):  # fmt: skip
+    W = weight_views(theta, offs, dims)
     for _ in range(reps):
         conv_state[...] = seg.ck_conv[0]
         ssm_state[...] = seg.ck_ssm[0]
-        counters[C_POS] = seg.ck_pos[0]
-        for t in range(seg.inputs.shape[0]):
-            forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters,
-                         seg.work[0], seg.inputs[t], False)  # fmt: skip
+        model_rerun(W, A, conv_state, ssm_state, seg.ck_pos[0], seg.inputs, scratch, dims[DIM_R],
+                    np.float32(hyper[H_EPS]))  # fmt: skip
 
 
 @njit
@@ -140,6 +141,7 @@ def main():
     per_segment = 200 * bptt
     adam_m, adam_v = learner.adam_m.copy(), learner.adam_v.copy()
     need, ranges = learner.need, learner.ranges
+    scratch = np.zeros(seg.work.size, dtype=np.float32)
     update_args = (theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, state[2])
     parts = {
         "forward": _timed(_forwards, theta, A, offs, dims, hyper, *state, m.work, data, reps=4000)
@@ -150,7 +152,9 @@ def main():
         / per_segment,
         "backward, weight terms": _timed(_flushes, grad, offs, dims, seg, learner.need, reps=200)
         / per_segment,
-        "re-forward": _timed(_reforwards, theta, A, offs, dims, hyper, *state, seg, reps=200)
+        "re-forward": _timed(
+            _reforwards, theta, A, offs, dims, hyper, *state, seg, scratch, reps=200
+        )
         / per_segment,
         # Few updates: with a zero gradient the moments decay, and subnormal moments are slow.
         "optimizer": _timed(_updates, *update_args, reps=10) / (10 * bptt),

@@ -211,3 +211,28 @@ def test_decay_rates_follow_a_log_after_every_update():
     apply_exp32(expected, a_log)
     assert not np.array_equal(learner.model.A, before)
     assert np.array_equal(learner.model.A, -expected)
+
+
+def test_rerun_layer_by_layer_leaves_the_state_of_one_forward_per_byte():
+    """model_rerun (the state-only rerun after an update) gives the conv and SSM states, bit
+    for bit, that feeding the same bytes one at a time gives, with two layers and a ring
+    buffer that wraps."""
+    from mambazip.kernels.forward import model_rerun
+    from mambazip.kernels.layout import weight_views
+    from mambazip.kernels.step import C_POS
+
+    one_by_one = _model("k3-nobias-tied")
+    rerun = _model("k3-nobias-tied")
+    inputs = np.frombuffer(BYTES[PREFIX:], dtype=np.uint8).astype(np.int64)
+    for b in inputs:
+        one_by_one.forward(int(b))
+    W = weight_views(rerun.params.flat, rerun.params.offsets, rerun.dims)
+    scratch = np.zeros(4096, dtype=np.float32)
+    pos = model_rerun(
+        W, rerun.A, rerun.conv_state, rerun.ssm_state, rerun.counters[C_POS], inputs, scratch,
+        rerun.cfg.dt_rank, np.float32(rerun.cfg.norm_eps),
+    )  # fmt: skip
+    assert rerun.cfg.n_layer == 2 and len(inputs) > rerun.cfg.d_conv
+    assert pos == one_by_one.counters[C_POS]
+    assert np.array_equal(rerun.conv_state, one_by_one.conv_state)
+    assert np.array_equal(rerun.ssm_state, one_by_one.ssm_state)

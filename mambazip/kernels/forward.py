@@ -18,7 +18,7 @@ from numba import njit
 
 from .detmath import exp32, silu32, softmax32, softplus32
 from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_V
-from .linalg import matvec
+from .linalg import matvec, matvec_rows
 from .views import carve
 
 f32 = np.float32
@@ -265,3 +265,77 @@ def model_forward(act, W, A, conv_state, ssm_state, pos, byte, R, eps, head=True
     act.rstd_f[0] = rmsnorm_forward(act.h_f, act.x_f, W.norm_f, eps)
     matvec(act.logits, W.lm_head, act.h_f, W.lm_head_bias)
     softmax32(act.probs, act.logits)
+
+
+@njit(cache=True, error_model="numpy")
+def model_rerun(W, A, conv_state, ssm_state, pos, inputs, scratch, R, eps):
+    """Advance the recurrent state by inputs (T,) without forming any pdf; returns the
+    ring-buffer slot of the newest input (``pos`` is the slot before the first).
+
+    The forward run layer by layer, all T inputs at a time, so that each weight matrix is
+    read once per layer rather than once per input. Every value gets the operations of
+    ``model_forward`` in the same order, so the state has the same bits as T calls of it.
+    scratch: float32, at least T (3D + 8E + P) + K E + 2 E N long, overwritten.
+    """
+    T = inputs.shape[0]
+    L, K, E = conv_state.shape
+    N = ssm_state.shape[2]
+    D = W.norm.shape[1]
+    P = R + 2 * N
+    o = 0
+    x = carve(scratch, o, (T, D))
+    o += T * D
+    h = carve(scratch, o, (T, D))
+    o += T * D
+    mix = carve(scratch, o, (T, D))
+    o += T * D
+    xz = carve(scratch, o, (T, 2 * E))
+    o += T * 2 * E
+    xc = carve(scratch, o, (T, E))
+    o += T * E
+    u = carve(scratch, o, (T, E))
+    o += T * E
+    dtp = carve(scratch, o, (T, E))
+    o += T * E
+    dt = carve(scratch, o, (T, E))
+    o += T * E
+    y = carve(scratch, o, (T, E))
+    o += T * E
+    yg = carve(scratch, o, (T, E))
+    o += T * E
+    dbc = carve(scratch, o, (T, P))
+    o += T * P
+    # Saved per token by the forward for the backward; here they are only passed through.
+    conv_in = carve(scratch, o, (K, E))
+    o += K * E
+    dA = carve(scratch, o, (E, N))
+    o += E * N
+    ssm_prev = carve(scratch, o, (E, N))
+    for t in range(T):
+        for d in range(D):
+            x[t, d] = W.embedding[d, inputs[t]]
+    for l in range(L):
+        for t in range(T):
+            rmsnorm_forward(h[t], x[t], W.norm[l], eps)
+        matvec_rows(xz, W.in_proj[l], h, W.in_proj_bias[l])
+        for t in range(T):
+            slot = (pos + 1 + t) % K
+            conv_forward(xc[t], conv_in, conv_state[l], slot, xz[t, :E], W.conv_w[l], W.conv_b[l])
+            silu_forward(u[t], xc[t])
+        matvec_rows(dbc, W.x_proj[l], u, W.x_proj_bias[l])
+        matvec_rows(dtp, W.dt_proj[l], dbc[:, :R], W.dt_bias[l])
+        for t in range(T):
+            softplus_forward(dt[t], dtp[t])
+            ssm_forward(
+                y[t], ssm_state[l], dA, ssm_prev, u[t], dt[t], dbc[t, R : R + N],
+                dbc[t, R + N :], A[l], W.D[l],
+            )  # fmt: skip
+        if l == L - 1:
+            break  # the last mixer's output feeds only the head
+        for t in range(T):
+            gate_forward(yg[t], y[t], xz[t, E:])
+        matvec_rows(mix, W.out_proj[l], yg, W.out_proj_bias[l])
+        for t in range(T):
+            for d in range(D):
+                x[t, d] = x[t, d] + mix[t, d]
+    return (pos + T) % K

@@ -60,6 +60,36 @@ def matvec(y, Wt, x, bias):
 
 
 @njit(cache=True, error_model="numpy")
+def matvec_rows(Y, Wt, X, bias):
+    """Y[t] = matvec of X[t] for every row t of X (T, n_in) into Y (T, n_out), each row with
+    exactly the operations of ``matvec``. The four weight rows of a block are used for all T
+    inputs while they are in cache, so the matrix is read once, not T times."""
+    T = X.shape[0]
+    n_in, n_out = Wt.shape
+    for t in range(T):
+        y = Y[t]
+        for o in range(n_out):
+            y[o] = bias[o]
+    c = 0
+    while c + 4 <= n_in:
+        r0, r1, r2, r3 = Wt[c], Wt[c + 1], Wt[c + 2], Wt[c + 3]
+        for t in range(T):
+            x0, x1, x2, x3 = X[t, c], X[t, c + 1], X[t, c + 2], X[t, c + 3]
+            y = Y[t]
+            for o in range(n_out):
+                y[o] = (((y[o] + r0[o] * x0) + r1[o] * x1) + r2[o] * x2) + r3[o] * x3
+        c += 4
+    while c < n_in:
+        row = Wt[c]
+        for t in range(T):
+            xc = X[t, c]
+            y = Y[t]
+            for o in range(n_out):
+                y[o] += row[o] * xc
+        c += 1
+
+
+@njit(cache=True, error_model="numpy")
 def dot_lanes(a, b):
     """sum_i a[i] * b[i] (n,) in the 16-lane order, as plain scalar code.
 

@@ -4,7 +4,8 @@ A segment is a run of forwards (input byte -> pdf of the target, the byte after 
 saved start state. When its last target is known, the gradient of the mean loss over the
 segment flows back through time (the SSM state and the convolution's inputs), one optimizer
 step is taken, and the segment is run again from its start state with the new weights, so
-that the live state is the one the updated model would have reached.
+that the live state is the one the updated model would have reached. That rerun forms no
+pdfs and goes layer by layer over all its inputs (``forward.model_rerun``).
 
 ``A`` (L, E, N) = -exp(A_log) goes with ``theta``: the optimizer step renews it.
 
@@ -31,12 +32,14 @@ import numpy as np
 from numba import njit
 
 from .backward import Deferred, flush_weight_grads
-from .forward import acts_size, acts_views
+from .forward import acts_size, acts_views, model_rerun
 from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_TIED, DIM_V, weight_views
 from .step import (
     C_BYTES,
+    C_LAST_INPUT,
     C_POS,
     C_SEG,
+    H_EPS,
     backward_byte,
     forward_byte,
     optimizer_step,
@@ -175,9 +178,16 @@ def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyp
     optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
                    counters[C_BYTES])  # fmt: skip
     _restore(conv_state, ssm_state, counters, seg, 0)
-    for t in range(n_steps):
-        forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg.work[0],
-                     seg.inputs[t], False)  # fmt: skip
+    # The saved activations are spent: their buffer is the rerun's scratch, a chunk at a time.
+    W = weight_views(theta, offs, dims)
+    scratch = seg.work.reshape(-1)
+    chunk = seg.work.shape[0]
+    for lo in range(0, n_steps, chunk):
+        counters[C_POS] = model_rerun(
+            W, A, conv_state, ssm_state, counters[C_POS], seg.inputs[lo : min(lo + chunk, n_steps)],
+            scratch, dims[DIM_R], f32(hyper[H_EPS]),
+        )  # fmt: skip
+    counters[C_LAST_INPUT] = seg.inputs[n_steps - 1]
     counters[C_SEG] = 0
 
 

@@ -217,9 +217,9 @@ def gate_forward(yg, y, z):
 
 
 @njit(cache=True, error_model="numpy")
-def mixer_forward(out, act, layer, W, A, conv_state, ssm_state, pos, R, project=True):
-    """The Mamba mixer of one layer on act.h[layer] (D,); out (D,) = its output (not formed
-    without ``project``: then only the state advances). A (L, E, N) = -exp(W.A_log)."""
+def mixer_forward(out, act, layer, W, A, conv_state, ssm_state, pos, R):
+    """The Mamba mixer of one layer on act.h[layer] (D,); out (D,) = its output.
+    A (L, E, N) = -exp(W.A_log)."""
     l = layer
     E = conv_state.shape[2]
     N = ssm_state.shape[2]
@@ -236,28 +236,20 @@ def mixer_forward(out, act, layer, W, A, conv_state, ssm_state, pos, R, project=
         act.dbc[l, R : R + N], act.dbc[l, R + N :], A[l], W.D[l],
     )  # fmt: skip
     gate_forward(act.yg[l], act.y[l], act.xz[l, E:])
-    if project:
-        matvec(out, W.out_proj[l], act.yg[l], W.out_proj_bias[l])
+    matvec(out, W.out_proj[l], act.yg[l], W.out_proj_bias[l])
 
 
 @njit(cache=True, error_model="numpy")
-def model_forward(act, W, A, conv_state, ssm_state, pos, byte, R, eps, head=True):
+def model_forward(act, W, A, conv_state, ssm_state, pos, byte, R, eps):
     """Advance the model by one input byte; act.probs (V,) becomes the next byte's pdf.
-    A (L, E, N) = -exp(W.A_log), formed by ``a_from_log``.
-
-    ``pos`` is the ring-buffer slot for this input (the caller advances it). Without
-    ``head`` only the recurrent state advances: no last out_proj, norm_f, lm_head, softmax.
-    """
+    A (L, E, N) = -exp(W.A_log), formed by ``a_from_log``; ``pos`` is the ring-buffer slot
+    for this input (the caller advances it). ``model_rerun`` advances the state only."""
     L, D = act.x_in.shape
     x = act.x_in[0]
     for d in range(D):
         x[d] = W.embedding[d, byte]
     for l in range(L):
         act.rstd[l] = rmsnorm_forward(act.h[l], act.x_in[l], W.norm[l], eps)
-        if not head and l == L - 1:
-            # The last mixer's output feeds only the head.
-            mixer_forward(act.mix_out, act, l, W, A, conv_state, ssm_state, pos, R, False)
-            return
         mixer_forward(act.mix_out, act, l, W, A, conv_state, ssm_state, pos, R)
         nxt = act.x_in[l + 1] if l + 1 < L else act.x_f
         for d in range(D):

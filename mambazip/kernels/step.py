@@ -89,16 +89,15 @@ def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyp
 
 
 @njit(cache=True, error_model="numpy")
-def forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, byte,
-                 head=True):  # fmt: skip
-    """Advance the state by ``byte``; the next byte's pdf is left in the workspace (unless
-    not ``head``: then only the state advances). A (L, E, N) = -exp(A_log) of ``theta``."""
+def forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, byte):
+    """Advance the state by ``byte``; the next byte's pdf is left in the workspace.
+    A (L, E, N) = -exp(A_log) of ``theta``."""
     W = weight_views(theta, offs, dims)
     act = acts_views(work, dims)
     pos = (counters[C_POS] + 1) % dims[DIM_K]
     counters[C_POS] = pos
     counters[C_LAST_INPUT] = byte
-    model_forward(act, W, A, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]), head)
+    model_forward(act, W, A, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]))
 
 
 @njit(cache=True, error_model="numpy")

@@ -44,6 +44,7 @@ from .layout import (
     X_PROJ_BIAS,
 )
 from .linalg import matvec_t_acc, outer_acc, outer_acc_rows
+from .scan import scan_backward_pass
 
 f32 = np.float32
 
@@ -111,7 +112,7 @@ def gate_backward(dy, dz, dyg, y, z):
 
 @njit(cache=True, error_model="numpy")
 def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_prev, D_skip,
-                 need, carry, g, t_ddt, t_du):  # fmt: skip
+                 need, carry):  # fmt: skip
     """Gradient of one selective-scan step (see forward.ssm_forward).
 
     Forward: s = dA * ssm_prev + (dt u) B with dA = exp(dt A), A = -exp(A_log);
@@ -121,60 +122,16 @@ def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_
       dA_log += g dA ssm_prev dt A   (dA/dA_log = A, A is trained in log space);
       with ``carry``, dssm = g dA, the gradient of ssm_prev.
     s is recomputed with the forward's own operations, so it has the forward's bits.
-    du, ddt (E,), dB, dC (N,) are overwritten; dA_log (E, N), dD (E,) accumulate.
-    g, t_ddt, t_du (E, N) are scratch: g, and the terms of the sums over n.
+    du, ddt (E,), dB, dC (N,) are overwritten; dA_log (E, N), dD (E,) accumulate (only with
+    ``need``).
 
-    Every sum runs in the order of one loop over e with n inside. The element-wise terms are
-    formed in separate passes because a loop that also carries the sums over n cannot be
-    vectorised, and one that writes many arrays is not either (no alias proof).
+    Per element, with dq = (g ssm_prev) dA: the ddt term is dq A + g (u B), the du term
+    g (dt B), the dA_log term (dq dt) A, the dB term g (dt u), the dC term dy (dA ssm_prev +
+    (dt u) B). Sums over e run in increasing e, sums over n in increasing n from +0.0 (du
+    from dy D). One pass over the channels in vector IR (``scan.scan_backward_pass``).
     """
-    E, N = ssm_prev.shape
-    for n in range(N):
-        dB[n] = f32(0.0)
-        dC[n] = f32(0.0)
-    for e in range(E):
-        dye = dy[e]
-        dtu = dt[e] * u[e]
-        for n in range(N):
-            dC[n] += dye * (dA[e, n] * ssm_prev[e, n] + dtu * B[n])
-    for e in range(E):
-        dye = dy[e]
-        for n in range(N):
-            g[e, n] = dye * C[n]
-    if carry:
-        for e in range(E):
-            for n in range(N):
-                g[e, n] += dssm[e, n]
-                dssm[e, n] = g[e, n] * dA[e, n]
-    for e in range(E):
-        ue = u[e]
-        for n in range(N):
-            dq = (g[e, n] * ssm_prev[e, n]) * dA[e, n]
-            t_ddt[e, n] = dq * A[e, n] + g[e, n] * (ue * B[n])
-    if need:
-        for e in range(E):
-            dte = dt[e]
-            for n in range(N):
-                dq = (g[e, n] * ssm_prev[e, n]) * dA[e, n]
-                dA_log[e, n] += (dq * dte) * A[e, n]
-    for e in range(E):
-        dtu = dt[e] * u[e]
-        for n in range(N):
-            dB[n] += g[e, n] * dtu
-    for e in range(E):
-        dte = dt[e]
-        for n in range(N):
-            t_du[e, n] = g[e, n] * (dte * B[n])
-    for e in range(E):
-        if need:
-            dD[e] += dy[e] * u[e]
-        du_e = dy[e] * D_skip[e]
-        ddt_e = f32(0.0)
-        for n in range(N):
-            ddt_e += t_ddt[e, n]
-            du_e += t_du[e, n]
-        du[e] = du_e
-        ddt[e] = ddt_e
+    scan_backward_pass(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_prev,
+                       D_skip, need, carry)  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")
@@ -212,7 +169,7 @@ def mixer_backward(dh, G, dout, act, layer, W, A, R, need, scratch, carry, dssm,
     l = layer
     E = A.shape[1]
     N = A.shape[2]
-    dyg, dy, du, ddt, dxz, ddbc, g, t_ddt, t_du = scratch
+    dyg, dy, du, ddt, dxz, ddbc = scratch
     for e in range(E):
         dyg[e] = f32(0.0)
     linear_backward(
@@ -224,7 +181,6 @@ def mixer_backward(dh, G, dout, act, layer, W, A, R, need, scratch, carry, dssm,
         du, ddt, ddbc[R : R + N], ddbc[R + N :], G.A_log[l], G.D[l], dssm[l],
         dy, act.u[l], act.dt[l], act.dbc[l, R : R + N], act.dbc[l, R + N :],
         A[l], act.dA[l], act.ssm_prev[l], W.D[l], need[A_LOG] or need[D_SKIP], carry,
-        g, t_ddt, t_du,
     )  # fmt: skip
     for e in range(E):
         ddt[e] = ddt[e] * sigmoid32(act.dtp[l, e])
@@ -284,9 +240,6 @@ def model_backward(G, act, W, A, byte_in, target, R, need, scale, carry, dssm, d
         np.empty(E, dtype=f32),
         np.empty(2 * E, dtype=f32),
         np.zeros(R + 2 * N, dtype=f32),
-        np.empty((E, N), dtype=f32),
-        np.empty((E, N), dtype=f32),
-        np.empty((E, N), dtype=f32),
     )
     for l in range(L - 1, -1, -1):
         mixer_backward(dh, G, dx, act, l, W, A, R, need, scratch, carry, dssm, dpend, defer, dfr, j)

@@ -29,6 +29,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .simd import float_ptr, lanes_below, masked_load, masked_store, splat, vector_at
+
 f32 = np.float32
 
 LANES = 16  # part of the numeric format: changing it changes dx bits
@@ -105,43 +107,6 @@ def dot_lanes(a, b):
     return lanes[0]
 
 
-def _splat(builder, value):
-    """A vector of LANES copies of ``value``."""
-    vec = ir.VectorType(value.type, LANES)
-    first = builder.insert_element(ir.Constant(vec, ir.Undefined), value, ir.IntType(32)(0))
-    same = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
-    return builder.shuffle_vector(first, ir.Constant(vec, ir.Undefined), same)
-
-
-def _lanes_below(builder, count):
-    """The mask of lanes j < ``count`` (an integer of the pointer width)."""
-    lanes = ir.Constant(ir.VectorType(count.type, LANES), list(range(LANES)))
-    return builder.icmp_signed("<", lanes, _splat(builder, count))
-
-
-def _masked_load(builder, ptr, mask):
-    """Lanes of the <LANES x float> at ``ptr`` where ``mask`` is set, 0.0 elsewhere; nothing
-    is read from the others, so a partial block at the end of an array is safe to load."""
-    vec = ir.VectorType(ir.FloatType(), LANES)
-    fn = cgutils.get_or_insert_function(
-        builder.module,
-        ir.FunctionType(vec, [vec.as_pointer(), ir.IntType(32), mask.type, vec]),
-        f"llvm.masked.load.v{LANES}f32.p0",
-    )
-    return builder.call(fn, [ptr, ir.IntType(32)(4), mask, ir.Constant(vec, [0.0] * LANES)])
-
-
-def _masked_store(builder, value, ptr, mask):
-    """Store the lanes of ``value`` where ``mask`` is set."""
-    vec = ir.VectorType(ir.FloatType(), LANES)
-    fn = cgutils.get_or_insert_function(
-        builder.module,
-        ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), ir.IntType(32), mask.type]),
-        f"llvm.masked.store.v{LANES}f32.p0",
-    )
-    builder.call(fn, [value, ptr, ir.IntType(32)(4), mask])
-
-
 def _make_lane_dots(rows):
     """Intrinsic ``(Wt, dy, c) -> rows float32``: the 16-lane dot products of Wt[c + r] with dy.
 
@@ -203,11 +168,11 @@ def _make_lane_dots(rows):
             # the others (nothing past the end of the arrays is touched); acc + a * b is
             # formed on all lanes and kept on lanes j < t only.
             start = builder.mul(n_blocks, intp(LANES))
-            in_tail = _lanes_below(builder, builder.sub(n, start))
+            in_tail = lanes_below(builder, builder.sub(n, start), LANES)
 
             def load_tail(ptr):  # ptr[start + j] for j < t, else 0.0
                 lanes_ptr = builder.bitcast(builder.gep(ptr, [start]), vec.as_pointer())
-                return _masked_load(builder, lanes_ptr, in_tail)
+                return masked_load(builder, lanes_ptr, in_tail)
 
             b = load_tail(dy_ptr)
 
@@ -293,29 +258,20 @@ def _outer_acc_row(typingctx, dWt, X, dY, c):
 
     def codegen(context, builder, signature, args):
         intp = context.get_value_type(types.intp)
-        fl = ir.FloatType()
-        vec = ir.VectorType(fl, LANES)
-        byte_ptr = ir.IntType(8).as_pointer()
         W_arr, X_arr, dY_arr = (
             context.make_array(signature.args[k])(context, builder, args[k]) for k in range(3)
         )
         c0 = context.cast(builder, args[3], signature.args[3], types.intp)
 
-        def element(arr, i, j):  # pointer to float arr[i, j], by the array's byte strides
-            offset = builder.add(
-                builder.mul(i, builder.extract_value(arr.strides, 0)),
-                builder.mul(j, builder.extract_value(arr.strides, 1)),
-            )
-            return builder.bitcast(
-                builder.gep(builder.bitcast(arr.data, byte_ptr), [offset]), fl.as_pointer()
-            )
+        def element(arr, i, j):
+            return float_ptr(context, builder, arr, (i, j))
 
         n = builder.extract_value(X_arr.shape, 0)
         n_out = builder.extract_value(W_arr.shape, 1)
         row = element(W_arr, c0, intp(0))
 
-        def vec_at(ptr, i):  # ptr[i : i + LANES] as a vector pointer
-            return builder.bitcast(builder.gep(ptr, [i]), vec.as_pointer())
+        def vec_at(ptr, i):
+            return vector_at(builder, ptr, i, LANES)
 
         def block(start, n_vec, load, store):
             """Outputs start .. start + n_vec * LANES: load, all tokens, store."""
@@ -323,7 +279,7 @@ def _outer_acc_row(typingctx, dWt, X, dY, c):
             slots = [cgutils.alloca_once_value(builder, a) for a in acc]
             with cgutils.for_range(builder, n) as loop:
                 t = builder.sub(builder.sub(n, intp(1)), loop.index)
-                xs = _splat(builder, builder.load(element(X_arr, t, c0)))
+                xs = splat(builder, builder.load(element(X_arr, t, c0)), LANES)
                 dy = element(dY_arr, t, intp(0))
                 for k in range(n_vec):
                     d = load(vec_at(dy, builder.add(start, intp(k * LANES))))
@@ -349,12 +305,12 @@ def _outer_acc_row(typingctx, dWt, X, dY, c):
         n_tail = builder.udiv(builder.add(builder.sub(n_out, rest), intp(LANES - 1)), intp(LANES))
         with cgutils.for_range(builder, n_tail) as loop:
             start = builder.add(rest, builder.mul(loop.index, intp(LANES)))
-            mask = _lanes_below(builder, builder.sub(n_out, start))
+            mask = lanes_below(builder, builder.sub(n_out, start), LANES)
             block(
                 start,
                 1,
-                lambda ptr: _masked_load(builder, ptr, mask),
-                lambda value, ptr: _masked_store(builder, value, ptr, mask),
+                lambda ptr: masked_load(builder, ptr, mask),
+                lambda value, ptr: masked_store(builder, value, ptr, mask),
             )
         return context.get_dummy_value()
 

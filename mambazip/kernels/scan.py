@@ -1,0 +1,128 @@
+"""The selective scan's backward step as one pass over the channels, in LLVM vector IR.
+
+Written as plain Numba loops, the step needs nine passes over (E, N) arrays: a loop that
+writes more than one array, or carries a sum, is not vectorised, because Numba cannot tell
+LLVM that its arrays do not overlap. Here each channel e is done at once, its N states
+LANES at a time in registers: the (E, N) arrays are read once and the two written once.
+
+Every value is formed with the operations, and every sum in the order, documented in
+``backward.ssm_backward``: the sums over e run e = 0, 1, ... and the sums over n run
+n = 0, 1, ... from +0.0 (or from dy D for du), one rounded ``+`` at a time.
+"""
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .simd import F32, I32, float_ptr, lanes_below, masked_load, masked_store, splat, vector_at
+
+LANES = 16  # states per vector: speed only, the order of every sum is fixed above
+
+
+@intrinsic
+def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA,
+                       ssm_prev, D_skip, need, carry):  # fmt: skip
+    """See ``backward.ssm_backward`` (the same arguments, without its scratch arrays)."""
+    arrays = (du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_prev, D_skip)
+    if not all(isinstance(a, types.Array) and a.dtype == types.float32 for a in arrays):
+        return None
+    if not (isinstance(need, types.Boolean) and isinstance(carry, types.Boolean)):
+        return None
+    sig = types.none(*arrays, need, carry)
+
+    def codegen(context, builder, signature, args):
+        intp = context.get_value_type(types.intp)
+        (du_, ddt_, dB_, dC_, dA_log_, dD_, dssm_, dy_, u_, dt_, B_, C_, A_, dA_, prev_,
+         D_skip_) = (context.make_array(signature.args[k])(context, builder, args[k])
+                     for k in range(16))  # fmt: skip
+        need_, carry_ = args[16], args[17]
+        E = builder.extract_value(prev_.shape, 0)
+        N = builder.extract_value(prev_.shape, 1)
+
+        def at(arr, *index):
+            return float_ptr(context, builder, arr, index)
+
+        def lanes(arr, *index):
+            return vector_at(builder, at(arr, *index), intp(0), LANES)
+
+        zero = ir.Constant(F32, 0.0)
+        with cgutils.for_range(builder, N) as loop:
+            builder.store(zero, at(dB_, loop.index))
+            builder.store(zero, at(dC_, loop.index))
+        sum_ddt = cgutils.alloca_once(builder, F32)
+        sum_du = cgutils.alloca_once(builder, F32)
+        spill_ddt = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
+        spill_du = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
+        n_vectors = builder.udiv(builder.add(N, intp(LANES - 1)), intp(LANES))
+
+        with cgutils.for_range(builder, E) as channel:
+            e = channel.index
+            dy_e = builder.load(at(dy_, e))
+            u_e = builder.load(at(u_, e))
+            dt_e = builder.load(at(dt_, e))
+            dtu = builder.fmul(dt_e, u_e)
+            with builder.if_then(need_):
+                p = at(dD_, e)
+                builder.store(builder.fadd(builder.load(p), builder.fmul(dy_e, u_e)), p)
+            builder.store(builder.fmul(dy_e, builder.load(at(D_skip_, e))), sum_du)
+            builder.store(zero, sum_ddt)
+            dy_v, u_v, dt_v, dtu_v = (splat(builder, x, LANES) for x in (dy_e, u_e, dt_e, dtu))
+
+            with cgutils.for_range(builder, n_vectors) as vector:
+                n0 = builder.mul(vector.index, intp(LANES))
+                left = builder.sub(N, n0)
+                mask = lanes_below(builder, left, LANES)
+
+                def load(ptr):
+                    return masked_load(builder, ptr, mask)
+
+                def add_to(ptr, term):
+                    masked_store(builder, builder.fadd(load(ptr), term), ptr, mask)
+
+                dA_v, prev_v, A_v = (load(lanes(a, e, n0)) for a in (dA_, prev_, A_))
+                B_v, C_v = load(lanes(B_, n0)), load(lanes(C_, n0))
+                s_v = builder.fadd(builder.fmul(dA_v, prev_v), builder.fmul(dtu_v, B_v))
+                add_to(lanes(dC_, n0), builder.fmul(dy_v, s_v))
+                g_slot = cgutils.alloca_once_value(builder, builder.fmul(dy_v, C_v))
+                with builder.if_then(carry_):
+                    p = lanes(dssm_, e, n0)
+                    g_v = builder.fadd(builder.load(g_slot), load(p))
+                    builder.store(g_v, g_slot)
+                    masked_store(builder, builder.fmul(g_v, dA_v), p, mask)
+                g_v = builder.load(g_slot)
+                dq = builder.fmul(builder.fmul(g_v, prev_v), dA_v)
+                t_ddt = builder.fadd(
+                    builder.fmul(dq, A_v), builder.fmul(g_v, builder.fmul(u_v, B_v))
+                )
+                with builder.if_then(need_):
+                    add_to(lanes(dA_log_, e, n0), builder.fmul(builder.fmul(dq, dt_v), A_v))
+                add_to(lanes(dB_, n0), builder.fmul(g_v, dtu_v))
+                t_du = builder.fmul(g_v, builder.fmul(dt_v, B_v))
+
+                # The ordered sums over n: a whole vector lane by lane from registers, a
+                # partial one from a spill, only its lanes below N.
+                with builder.if_else(builder.icmp_signed(">=", left, intp(LANES))) as (
+                    whole,
+                    partial,
+                ):
+                    with whole:
+                        acc_ddt, acc_du = builder.load(sum_ddt), builder.load(sum_du)
+                        for j in range(LANES):
+                            acc_ddt = builder.fadd(acc_ddt, builder.extract_element(t_ddt, I32(j)))
+                            acc_du = builder.fadd(acc_du, builder.extract_element(t_du, I32(j)))
+                        builder.store(acc_ddt, sum_ddt)
+                        builder.store(acc_du, sum_du)
+                    with partial:
+                        builder.store(t_ddt, spill_ddt)
+                        builder.store(t_du, spill_du)
+                        with cgutils.for_range(builder, left) as lane:
+                            for spill, total in ((spill_ddt, sum_ddt), (spill_du, sum_du)):
+                                first = builder.bitcast(spill, F32.as_pointer())
+                                term = builder.load(builder.gep(first, [lane.index]))
+                                builder.store(builder.fadd(builder.load(total), term), total)
+            builder.store(builder.load(sum_du), at(du_, e))
+            builder.store(builder.load(sum_ddt), at(ddt_, e))
+        return context.get_dummy_value()
+
+    return sig, codegen

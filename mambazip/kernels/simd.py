@@ -1,0 +1,66 @@
+"""Helpers for the kernels written as LLVM vector IR (Numba intrinsics).
+
+Fixed-width vector types (``<16 x float>``) are legalised on any target by splitting them
+into whole registers, so what each lane computes does not depend on the CPU. No fast-math
+flag is ever set: every ``fmul`` and ``fadd`` is one correctly rounded float32 operation,
+never fused or reassociated.
+"""
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+
+I32 = ir.IntType(32)
+F32 = ir.FloatType()
+
+
+def splat(builder, value, lanes):
+    """A vector of ``lanes`` copies of ``value``."""
+    vec = ir.VectorType(value.type, lanes)
+    first = builder.insert_element(ir.Constant(vec, ir.Undefined), value, I32(0))
+    same = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+    return builder.shuffle_vector(first, ir.Constant(vec, ir.Undefined), same)
+
+
+def lanes_below(builder, count, lanes):
+    """The mask of lanes j < ``count`` (an integer of the pointer width)."""
+    indices = ir.Constant(ir.VectorType(count.type, lanes), list(range(lanes)))
+    return builder.icmp_signed("<", indices, splat(builder, count, lanes))
+
+
+def masked_load(builder, ptr, mask):
+    """The float lanes at ``ptr`` (a vector pointer) where ``mask`` is set, 0.0 elsewhere;
+    nothing is read for the others, so a partial vector at the end of an array is safe."""
+    vec = ptr.type.pointee
+    fn = cgutils.get_or_insert_function(
+        builder.module,
+        ir.FunctionType(vec, [vec.as_pointer(), I32, mask.type, vec]),
+        f"llvm.masked.load.v{vec.count}f32.p0",
+    )
+    return builder.call(fn, [ptr, I32(4), mask, ir.Constant(vec, [0.0] * vec.count)])
+
+
+def masked_store(builder, value, ptr, mask):
+    """Store the lanes of ``value`` where ``mask`` is set."""
+    vec = value.type
+    fn = cgutils.get_or_insert_function(
+        builder.module,
+        ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), I32, mask.type]),
+        f"llvm.masked.store.v{vec.count}f32.p0",
+    )
+    builder.call(fn, [value, ptr, I32(4), mask])
+
+
+def float_ptr(context, builder, arr, index):
+    """Pointer to the float32 ``arr[index]`` (``arr`` a Numba array struct, ``index`` a tuple
+    of pointer-width integers), by the array's byte strides."""
+    offset = ir.Constant(context.get_value_type(types.intp), 0)
+    for axis, i in enumerate(index):
+        offset = builder.add(offset, builder.mul(i, builder.extract_value(arr.strides, axis)))
+    base = builder.bitcast(arr.data, ir.IntType(8).as_pointer())
+    return builder.bitcast(builder.gep(base, [offset]), F32.as_pointer())
+
+
+def vector_at(builder, ptr, i, lanes):
+    """``ptr[i : i + lanes]`` (ptr a float pointer) as a vector pointer."""
+    return builder.bitcast(builder.gep(ptr, [i]), ir.VectorType(F32, lanes).as_pointer())

@@ -53,7 +53,8 @@ _OPTIMIZER_CODES = {"none": OPT_NONE, "sgd": OPT_SGD, "adam": OPT_ADAM}
 class Model:
     """Parameters + recurrent state (conv ring buffer, SSM state) + activations of the last
     forward. Starts from the zero state. ``A`` = -exp(A_log) is formed here once, then by the
-    optimizer after each update: the parameters change only there."""
+    optimizer after each update: the parameters must change only there (edit them in place
+    and ``A`` goes stale; build a new Model instead)."""
 
     def __init__(self, cfg, params):
         self.cfg = cfg

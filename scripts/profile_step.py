@@ -84,8 +84,7 @@ def _flushes(grad, offs, dims, seg, need, reps):
 
 
 @njit
-def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, scratch,
-                reps):  # fmt: skip
+def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, seg, scratch, reps):
     W = weight_views(theta, offs, dims)
     for _ in range(reps):
         conv_state[...] = seg.ck_conv[0]
@@ -153,7 +152,7 @@ def main():
         "backward, weight terms": _timed(_flushes, grad, offs, dims, seg, learner.need, reps=200)
         / per_segment,
         "re-forward": _timed(
-            _reforwards, theta, A, offs, dims, hyper, *state, seg, scratch, reps=200
+            _reforwards, theta, A, offs, dims, hyper, *state[:2], seg, scratch, reps=200
         )
         / per_segment,
         # Few updates: with a zero gradient the moments decay, and subnormal moments are slow.

@@ -17,8 +17,10 @@ from numba import njit
 
 from mambazip.kernels import linalg
 
-# (n_in, n_out) of Wt; n_out covers multiples of 16, remainders 1..15, and empty matrices.
-SHAPES = [(256, 1024), (512, 256), (512, 48), (40, 40), (64, 17), (7, 1), (9, 31), (3, 0), (0, 5)]
+# (n_in, n_out) of Wt; n_out covers multiples of 16 and of 64, remainders 1..15, both at once
+# (96, 100: outer_acc_rows' 64-output blocks and a tail), and empty matrices.
+SHAPES = [(256, 1024), (512, 256), (512, 48), (40, 40), (64, 17), (7, 1), (9, 31), (3, 0), (0, 5),
+          (9, 96), (5, 100)]  # fmt: skip
 TOKENS = 3  # rows of outer_acc_rows' inputs
 U = 2.0**-24  # unit roundoff of float32
 FMA_RE = re.compile(r"\b(v?fn?m(?:add|sub)\w*|fml[as]\w*|fmaf?)\b", re.IGNORECASE)
@@ -40,10 +42,12 @@ def make_case(k):
 
 
 def run_kernels(case):
-    """The four kernels on one case; matvec_t_acc also on a strided view of the same Wt."""
+    """The five kernels on one case; matvec_t_acc also on a strided view of the same Wt."""
     Wt, x, dy = case["Wt"], case["x"], case["dy"]
     y = np.empty(Wt.shape[1], np.float32)
     linalg.matvec(y, Wt, x, case["bias"])
+    y_rows = np.empty((TOKENS, Wt.shape[1]), np.float32)
+    linalg.matvec_rows(y_rows, Wt, case["X"], case["bias"])
     dx = case["dx"].copy()
     linalg.matvec_t_acc(dx, Wt, dy)
     wide = np.zeros((Wt.shape[0], 2 * Wt.shape[1]), np.float32)
@@ -55,7 +59,8 @@ def run_kernels(case):
     dWt_rows = case["dWt"].copy()
     unused = np.zeros_like(case["X"]), np.zeros(TOKENS, np.int64)
     linalg.outer_acc_rows(dWt_rows, case["X"], case["dY"], False, *unused)
-    return {"y": y, "dx": dx, "dx_strided": dx_strided, "dWt": dWt, "dWt_rows": dWt_rows}
+    return {"y": y, "y_rows": y_rows, "dx": dx, "dx_strided": dx_strided, "dWt": dWt,
+            "dWt_rows": dWt_rows}  # fmt: skip
 
 
 # Independent oracles in NumPy float32: each ufunc call rounds every element once (no FMA), and
@@ -89,7 +94,9 @@ def rows_order(dWt, X, dY):
 def expected(case):
     Wt, x, dy = case["Wt"], case["x"], case["dy"]
     dx = lanes_order(case["dx"], Wt, dy)
+    y_rows = np.array([matvec_order(Wt, row, case["bias"]) for row in case["X"]], np.float32)
     return {"y": matvec_order(Wt, x, case["bias"]), "dx": dx, "dx_strided": dx,
+            "y_rows": y_rows.reshape(TOKENS, Wt.shape[1]),
             "dWt": case["dWt"] + np.outer(x, dy),
             "dWt_rows": rows_order(case["dWt"], case["X"], case["dY"])}  # fmt: skip
 

@@ -128,8 +128,15 @@ def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_
     Per element, with dq = (g ssm_prev) dA: the ddt term is dq A + g (u B), the du term
     g (dt B), the dA_log term (dq dt) A, the dB term g (dt u), the dC term dy (dA ssm_prev +
     (dt u) B). Sums over e run in increasing e, sums over n in increasing n from +0.0 (du
-    from dy D). One pass over the channels in vector IR (``scan.scan_backward_pass``).
+    from dy D). One pass over the channels in vector IR (``scan.scan_backward_pass``), which
+    reads the N states of a channel as contiguous vectors.
     """
+    for vectors in (dB, dC, B, C):
+        if vectors.shape[0] > 1 and vectors.strides[0] != 4:
+            raise ValueError("ssm_backward: the (N,) arrays must be contiguous")
+    for rows in (dA_log, dssm, A, dA, ssm_prev):
+        if rows.shape[1] > 1 and rows.strides[1] != 4:
+            raise ValueError("ssm_backward: the (E, N) arrays must have contiguous rows")
     scan_backward_pass(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_prev,
                        D_skip, need, carry)  # fmt: skip
 

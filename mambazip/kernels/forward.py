@@ -8,7 +8,8 @@ Recurrent state: ``conv_state`` (L, K, E) is a ring buffer of the last K mixer i
 ``pos`` is the slot of the newest one. ``ssm_state`` (L, E, N) is the selective-scan state.
 
 ``A`` (L, E, N) = -exp(A_log) is formed by ``a_from_log`` when the weights change, not at
-every token: it changes once per update, and its exponentials were a third of the scan.
+every token: with truncated BPTT it changes once per segment, and its exponentials were a
+third of the scan's forward.
 """
 
 from collections import namedtuple
@@ -174,7 +175,8 @@ def ssm_forward(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
     u, dt (E,); B, C (N,); D_skip (E,).
     """
     E, N = ssm.shape
-    # Separate simple loops: each vectorises; one fused loop storing three arrays did not.
+    # Separate simple loops, each of which vectorises: Numba cannot tell LLVM that the arrays
+    # do not overlap, and a loop that stores several of them is kept scalar.
     for e in range(E):
         dte = dt[e]
         for n in range(N):

@@ -23,7 +23,8 @@ LANES = 16  # states per vector: speed only, the order of every sum is fixed abo
 @intrinsic
 def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA,
                        ssm_prev, D_skip, need, carry):  # fmt: skip
-    """See ``backward.ssm_backward`` (the same arguments, without its scratch arrays)."""
+    """See ``backward.ssm_backward`` (the same arguments). Needs unit strides along N in
+    B, C, dB, dC and in the rows of the (E, N) arrays (checked by ssm_backward)."""
     arrays = (du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_prev, D_skip)
     if not all(isinstance(a, types.Array) and a.dtype == types.float32 for a in arrays):
         return None

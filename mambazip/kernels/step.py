@@ -67,7 +67,8 @@ def quantize(freq, probs):
 def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
                    clock):  # fmt: skip
     """One update from the accumulated ``grad``; ``clock`` is the schedule's position.
-    A = -exp(A_log) follows the new A_log."""
+    A = -exp(A_log) follows the new A_log: ``need`` and ``ranges`` come from the same scope
+    (``Params.need_mask``, ``Params.trainable_ranges``), so need[A_LOG] says A_log moved."""
     kind = int(hyper[H_OPTIMIZER])
     step = counters[C_STEP] + 1
     counters[C_STEP] = step

@@ -17,10 +17,14 @@ row. Its order (the "16-lane order", defined by ``dot_lanes``):
   (j < 4), ``l[j] += l[j+2]`` (j < 2), ``l[0] += l[1]``;
 - then ``dx[c] += l[0]``.
 
-The fast path emits this order as explicit ``<16 x float>`` LLVM vector IR (``_lane_dots``).
-A fixed-width vector type is legalised on any target by splitting it into whole registers
-(4 x SSE, 2 x AVX, 1 x AVX-512, 4 x NEON) without changing what any lane computes, so the
-result does not depend on the SIMD width. The IR carries no fast-math flags.
+The fast path emits this order as explicit ``<16 x float>`` LLVM vector IR
+(``_make_lane_dots``). A fixed-width vector type is legalised on any target by splitting it
+into whole registers (4 x SSE, 2 x AVX, 1 x AVX-512, 4 x NEON) without changing what any lane
+computes, so the result does not depend on the SIMD width. The IR carries no fast-math flags.
+
+Batched forms, each element with the same operations in the same order: ``matvec_rows``
+(``matvec`` of several inputs, the weights read once) and ``outer_acc_rows`` (the weight
+gradient of several tokens, newest first, a row block held in registers across them).
 """
 
 import numpy as np
@@ -141,18 +145,14 @@ def _make_lane_dots(rows):
             c0 = context.cast(builder, args[2], signature.args[2], types.intp)
 
             n = builder.extract_value(W_arr.shape, 1)
-            pitch = builder.extract_value(W_arr.strides, 0)  # bytes between rows
-            base = builder.bitcast(W_arr.data, ir.IntType(8).as_pointer())
-            row_ptr = []
-            for r in range(rows):
-                offset = builder.mul(builder.add(c0, intp(r)), pitch)
-                row_ptr.append(builder.bitcast(builder.gep(base, [offset]), fl.as_pointer()))
-            dy_ptr = builder.bitcast(dy_arr.data, fl.as_pointer())
+            row_ptr = [
+                float_ptr(context, builder, W_arr, (builder.add(c0, intp(r)), intp(0)))
+                for r in range(rows)
+            ]
+            dy_ptr = float_ptr(context, builder, dy_arr, (intp(0),))
 
             def load_vec(ptr, i):  # ptr[i : i + LANES], unaligned
-                return builder.load(
-                    builder.bitcast(builder.gep(ptr, [i]), vec.as_pointer()), align=4
-                )
+                return builder.load(vector_at(builder, ptr, i, LANES), align=4)
 
             # Whole blocks: acc = acc + a * b, lane-wise (two roundings, no FMA).
             acc = [cgutils.alloca_once_value(builder, zero) for _ in range(rows)]
@@ -171,8 +171,7 @@ def _make_lane_dots(rows):
             in_tail = lanes_below(builder, builder.sub(n, start), LANES)
 
             def load_tail(ptr):  # ptr[start + j] for j < t, else 0.0
-                lanes_ptr = builder.bitcast(builder.gep(ptr, [start]), vec.as_pointer())
-                return masked_load(builder, lanes_ptr, in_tail)
+                return masked_load(builder, vector_at(builder, ptr, start, LANES), in_tail)
 
             b = load_tail(dy_ptr)
 

@@ -1,9 +1,5 @@
-"""Helpers for the kernels written as LLVM vector IR (Numba intrinsics).
-
-Fixed-width vector types (``<16 x float>``) are legalised on any target by splitting them
-into whole registers, so what each lane computes does not depend on the CPU. No fast-math
-flag is ever set: every ``fmul`` and ``fadd`` is one correctly rounded float32 operation,
-never fused or reassociated.
+"""Helpers for the kernels written as LLVM vector IR (Numba intrinsics): ``linalg``'s and
+``scan``'s. Why such IR gives the same bits on every CPU: see ``linalg``'s docstring.
 """
 
 from llvmlite import ir

@@ -37,7 +37,7 @@ from .kernels.step import (
     OPT_ADAM,
     OPT_NONE,
     OPT_SGD,
-    backward_byte,
+    backward_tokens,
     forward_byte,
     quantize,
     run_bytes,
@@ -97,10 +97,10 @@ class Model:
         before that forward held constant; HF names and shapes, float32."""
         grad = np.zeros_like(self.params.flat)
         need = np.ones(N_TENSORS, dtype=np.bool_)
-        backward_byte(
-            self.params.flat, self.A, grad, self.params.offsets, need, self.dims, self.work,
-            self.counters[C_LAST_INPUT], int(target), f32(1.0), False, self.dssm, self.dpend,
-            False, self.dfr, 0,
+        backward_tokens(
+            self.params.flat, self.A, grad, self.params.offsets, need, self.dims,
+            self.work.reshape(1, -1), self.counters[C_LAST_INPUT : C_LAST_INPUT + 1],
+            np.array([target], dtype=np.int64), f32(1.0), False, self.dssm, self.dpend, self.dfr,
         )  # fmt: skip
         return Params(self.cfg, grad).to_hf()
 

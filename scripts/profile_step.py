@@ -7,8 +7,8 @@ and reports µs per byte:
 * ``loop``: the whole online loop (``run_segments``) over the next bytes, as compression runs
   it (coding excluded);
 * ``forward``: one forward with the head (``forward_byte``);
-* ``backward, per token``: the backward of the 16 tokens of a segment (``backward_byte``);
-* ``backward, weight terms``: the chunked weight-gradient terms (``flush_weight_grads``);
+* ``backward``: the backward of the 16 tokens of a segment (``backward_tokens``), and of that
+  the weight-gradient terms (``flush_weight_grads``, not counted again in the sum);
 * ``re-forward``: the state-only rerun of a segment after its update (``model_rerun``);
 * ``optimizer``: one update, divided by the segment length (ten updates of a zero gradient:
   more would let the moments decay into subnormal numbers, whose arithmetic is slow).
@@ -37,7 +37,7 @@ from mambazip.kernels.step import (
     C_BYTES,
     C_SEG,
     H_EPS,
-    backward_byte,
+    backward_tokens,
     forward_byte,
     optimizer_step,
 )
@@ -69,11 +69,8 @@ def _backwards(theta, A, grad, offs, need, dims, seg, reps):
     for _ in range(reps):
         seg.dssm[...] = 0.0
         seg.dpend[...] = 0.0
-        for t in range(n - 1, -1, -1):
-            backward_byte(
-                theta, A, grad, offs, need, dims, seg.work[t], seg.inputs[t], seg.targets[t],
-                scale, True, seg.dssm, seg.dpend, True, seg.dfr, t,
-            )  # fmt: skip
+        backward_tokens(theta, A, grad, offs, need, dims, seg.work, seg.inputs, seg.targets,
+                        scale, True, seg.dssm, seg.dpend, seg.dfr)  # fmt: skip
 
 
 @njit
@@ -145,11 +142,7 @@ def main():
     parts = {
         "forward": _timed(_forwards, theta, A, offs, dims, hyper, *state, m.work, data, reps=4000)
         / 4000,
-        "backward, per token": _timed(
-            _backwards, theta, A, grad, offs, learner.need, dims, seg, reps=200
-        )
-        / per_segment,
-        "backward, weight terms": _timed(_flushes, grad, offs, dims, seg, learner.need, reps=200)
+        "backward": _timed(_backwards, theta, A, grad, offs, learner.need, dims, seg, reps=200)
         / per_segment,
         "re-forward": _timed(
             _reforwards, theta, A, offs, dims, hyper, *state[:2], seg, scratch, reps=200
@@ -164,8 +157,11 @@ def main():
         f"d_state {cfg.d_state}, bptt {bptt}; after {args.train} bytes of {args.file.name}"
     )
     print(f"{'loop (run_segments)':24s} {loop * 1e6:7.1f} µs/byte  ({1e-3 / loop:.2f} KB/s)")
+    flush = _timed(_flushes, grad, offs, dims, seg, learner.need, reps=200) / per_segment
     for name, seconds in parts.items():
         print(f"{name:24s} {seconds * 1e6:7.1f} µs/byte")
+        if name == "backward":
+            print(f"{'  of which weight terms':24s} {flush * 1e6:7.1f} µs/byte")
     print(f"{'sum of the parts':24s} {sum(parts.values()) * 1e6:7.1f} µs/byte")
 
 

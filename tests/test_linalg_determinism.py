@@ -22,6 +22,7 @@ from mambazip.kernels import linalg
 SHAPES = [(256, 1024), (512, 256), (512, 48), (40, 40), (64, 17), (7, 1), (9, 31), (3, 0), (0, 5),
           (9, 96), (5, 100)]  # fmt: skip
 TOKENS = 3  # rows of outer_acc_rows' inputs
+GRAD_TOKENS = 6  # rows of matvec_t_rows' inputs: one block of linalg.TOKENS and a remainder
 U = 2.0**-24  # unit roundoff of float32
 FMA_RE = re.compile(r"\b(v?fn?m(?:add|sub)\w*|fml[as]\w*|fmaf?)\b", re.IGNORECASE)
 
@@ -38,11 +39,13 @@ def make_case(k):
     case = {"Wt": arr(n_in, n_out), "x": arr(n_in), "bias": arr(n_out), "dy": arr(n_out),
             "dx": arr(n_in), "dWt": arr(n_in, n_out)}  # fmt: skip
     case["X"], case["dY"] = arr(TOKENS, n_in), arr(TOKENS, n_out)
+    case["dX_t"], case["dY_t"] = arr(GRAD_TOKENS, n_in), arr(GRAD_TOKENS, n_out)
     return case
 
 
 def run_kernels(case):
-    """The five kernels on one case; matvec_t_acc also on a strided view of the same Wt."""
+    """The six kernels on one case; matvec_t_acc and matvec_t_rows also on a strided view of
+    the same Wt."""
     Wt, x, dy = case["Wt"], case["x"], case["dy"]
     y = np.empty(Wt.shape[1], np.float32)
     linalg.matvec(y, Wt, x, case["bias"])
@@ -54,13 +57,17 @@ def run_kernels(case):
     wide[:, ::2] = Wt
     dx_strided = case["dx"].copy()
     linalg.matvec_t_acc(dx_strided, wide[:, ::2], dy)
+    dX = case["dX_t"].copy()
+    linalg.matvec_t_rows(dX, Wt, case["dY_t"])
+    dX_strided = case["dX_t"].copy()
+    linalg.matvec_t_rows(dX_strided, wide[:, ::2], case["dY_t"])
     dWt = case["dWt"].copy()
     linalg.outer_acc(dWt, x, dy)
     dWt_rows = case["dWt"].copy()
     unused = np.zeros_like(case["X"]), np.zeros(TOKENS, np.int64)
     linalg.outer_acc_rows(dWt_rows, case["X"], case["dY"], False, *unused)
-    return {"y": y, "y_rows": y_rows, "dx": dx, "dx_strided": dx_strided, "dWt": dWt,
-            "dWt_rows": dWt_rows}  # fmt: skip
+    return {"y": y, "y_rows": y_rows, "dx": dx, "dx_strided": dx_strided, "dX_rows": dX,
+            "dX_rows_strided": dX_strided, "dWt": dWt, "dWt_rows": dWt_rows}  # fmt: skip
 
 
 # Independent oracles in NumPy float32: each ufunc call rounds every element once (no FMA), and
@@ -95,7 +102,13 @@ def expected(case):
     Wt, x, dy = case["Wt"], case["x"], case["dy"]
     dx = lanes_order(case["dx"], Wt, dy)
     y_rows = np.array([matvec_order(Wt, row, case["bias"]) for row in case["X"]], np.float32)
+    dX = np.array(
+        [lanes_order(row, Wt, d) for row, d in zip(case["dX_t"], case["dY_t"], strict=True)],
+        np.float32,
+    )
+    dX = dX.reshape(GRAD_TOKENS, Wt.shape[0])
     return {"y": matvec_order(Wt, x, case["bias"]), "dx": dx, "dx_strided": dx,
+            "dX_rows": dX, "dX_rows_strided": dX,
             "y_rows": y_rows.reshape(TOKENS, Wt.shape[1]),
             "dWt": case["dWt"] + np.outer(x, dy),
             "dWt_rows": rows_order(case["dWt"], case["X"], case["dY"])}  # fmt: skip
@@ -126,8 +139,9 @@ def test_kernels_close_to_float64(k):
     A sum whose every term passes through at most m roundings (one product, then additions)
     is within gamma(m) * sum|terms| of the exact sum. Terms per output and m:
     matvec: bias + n_in products, m = n_in + 1 (one chain in input order);
-    matvec_t_acc: dx + n_out products, m = 1 + ceil(n_out/16) + 4 + 1 (product, lane chain,
-    4 tree levels, final +=), e.g. 75 for n_out = 1024, i.e. < 5e-6 relative;
+    matvec_t_acc and matvec_t_rows: dx + n_out products, m = 1 + ceil(n_out/16) + 4 + 1
+    (product, lane chain, 4 tree levels, final +=), e.g. 75 for n_out = 1024, i.e. < 5e-6
+    relative;
     outer_acc: dWt + x dy, m = 2; outer_acc_rows: dWt + TOKENS products, m = TOKENS + 1."""
     c = {key: v.astype(np.float64) for key, v in make_case(k).items()}
     got = run_kernels(make_case(k))
@@ -144,6 +158,9 @@ def test_kernels_close_to_float64(k):
     magnitude_t = np.abs(c["dx"]) + aW @ np.abs(c["dy"])
     for name in ("dx", "dx_strided"):
         check(name, got[name], c["dx"] + c["Wt"] @ c["dy"], magnitude_t, m_t)
+    magnitude_rows_t = np.abs(c["dX_t"]) + np.abs(c["dY_t"]) @ aW.T
+    for name in ("dX_rows", "dX_rows_strided"):
+        check(name, got[name], c["dX_t"] + c["dY_t"] @ c["Wt"].T, magnitude_rows_t, m_t)
     outer = np.outer(c["x"], c["dy"])
     check("dWt", got["dWt"], c["dWt"] + outer, np.abs(c["dWt"]) + np.abs(outer), 2)
     rows = c["X"].T @ c["dY"]
@@ -204,6 +221,7 @@ def compiled_asm(dispatcher):
     args = {
         "matvec": (np.empty(40, np.float32), Wt, x, case["bias"]),
         "matvec_t_acc": (case["dx"].copy(), Wt, dy),
+        "matvec_t_rows": (case["dX_t"].copy(), Wt, case["dY_t"]),
         "outer_acc": (case["dWt"].copy(), x, dy),
         "outer_acc_rows": (case["dWt"].copy(), case["X"], case["dY"], False,
                            np.zeros_like(case["X"]), np.zeros(TOKENS, np.int64)),
@@ -212,8 +230,9 @@ def compiled_asm(dispatcher):
     return [fresh.inspect_asm(sig) for sig in fresh.signatures]
 
 
-@pytest.mark.parametrize("kernel", [linalg.matvec, linalg.matvec_t_acc, linalg.outer_acc,
-                                    linalg.outer_acc_rows], ids=lambda f: f.__name__)  # fmt: skip
+@pytest.mark.parametrize("kernel", [linalg.matvec, linalg.matvec_t_acc, linalg.matvec_t_rows,
+                                    linalg.outer_acc, linalg.outer_acc_rows],
+                         ids=lambda f: f.__name__)  # fmt: skip
 def test_no_fma_in_compiled_kernels(kernel):
     for asm in compiled_asm(kernel):
         assert FMA_RE.findall(asm) == []

@@ -1,17 +1,22 @@
-"""Backward pass of one token, one function per layer type.
+"""Backward pass over a chunk of saved forwards, one function per layer type.
 
-Loss: -scale * log softmax(logits)[target] of a saved forward. Without ``carry`` (bptt=1)
-the recurrent state that the forward started from (the previous K-1 convolution inputs and
-ssm_prev) is a constant. With ``carry`` (truncated BPTT, tokens visited newest first) the
-gradients reaching that state are handed back to the previous token: ``dssm`` (L, E, N), the
-gradient of the SSM state, and ``dpend`` (L, K, E), the gradients pending for the last K
-convolution inputs, [K-1] the newest.
-With ``defer`` (truncated BPTT) the weight gradients of the five linear layers and the
-embedding are not formed token by token: each token's layer inputs and output gradients go
-to token row ``j`` of ``Deferred`` buffers, and ``flush_weight_grads`` adds a chunk of tokens at
-once, reading and writing each weight gradient once per chunk instead of once per token.
-It adds the terms newest token first, the order the token-by-token visit would use, so the
-bits do not depend on how many tokens a chunk holds.
+Loss: -scale * Σ_t log softmax(logits_t)[target_t] over the chunk's tokens. Without ``carry``
+(bptt=1, one token) the recurrent state that the forward started from (the previous K-1
+convolution inputs and ssm_prev) is a constant. With ``carry`` (truncated BPTT) the gradients
+reaching the state are handed back from each token to the one before it, and from the oldest
+token to the previous chunk: ``dssm`` (L, E, N), the gradient of the SSM state, and ``dpend``
+(L, K, E), the gradients pending for the last K convolution inputs, [K-1] the newest.
+
+``chunk_backward`` goes layer by layer, from the head down, over all the chunk's tokens: the
+input gradients of the linear layers are batched (``linalg.matvec_t_rows``: each weight
+matrix read once per chunk, not once per token), the scan and the convolution visit the
+tokens newest first, as the state requires. Every value gets the operations it would get
+token by token, in the same order: gradient sums over tokens run newest first, and a
+token's values do not depend on the chunk's other tokens except through the state.
+The weight gradients of the linear layers and the embedding are not formed token by token:
+each token's layer inputs and output gradients are rows of ``Deferred`` buffers, and
+``flush_weight_grads`` adds a chunk of tokens at once, newest first, so the bits do not
+depend on how many tokens a chunk holds.
 Argument order: input gradients, weight gradients, output gradient, saved activations, weights.
 Weight gradients are accumulated (+=); ``optim`` consumes and zeroes them. ``need`` (N_TENSORS,)
 says which weight gradients to form at all: untrained tensors cost nothing.
@@ -24,11 +29,18 @@ import numpy as np
 from numba import njit
 
 from .detmath import sigmoid32
+from .forward import acts_views
 from .layout import (
     A_LOG,
     CONV_B,
     CONV_W,
     D_SKIP,
+    DIM_E,
+    DIM_L,
+    DIM_N,
+    DIM_R,
+    DIM_TIED,
+    DIM_V,
     DT_BIAS,
     DT_PROJ,
     EMBEDDING,
@@ -43,13 +55,14 @@ from .layout import (
     X_PROJ,
     X_PROJ_BIAS,
 )
-from .linalg import matvec_t_acc, outer_acc, outer_acc_rows
+from .linalg import matvec_t_acc, matvec_t_rows, outer_acc_rows
 from .scan import scan_backward_pass
 
 f32 = np.float32
 
-# Per-token rows (C tokens) of the deferred weight-gradient terms: each linear layer's input
-# ("_x") and output gradient ("_dy"), and the embedding column's gradient.
+# Per-token rows (C tokens) of the chunk's gradients: each linear layer's input ("_x") and
+# output gradient ("_dy"), the deferred weight-gradient terms, and the other gradients that
+# pass from one layer type to the next.
 Deferred = namedtuple(
     "Deferred",
     [
@@ -63,25 +76,25 @@ Deferred = namedtuple(
         "xp_dy",  # (L, C, P)
         "in_x",  # (L, C, D)
         "in_dy",  # (L, C, 2E)
-        "emb_dx",  # (C, D)
+        "emb_dx",  # (C, D)   the residual stream's gradient, ends as the embedding's
+        "dh",  # (C, D)     a norm's output gradient
+        "dyg",  # (C, E)    the gated SSM output's gradient
+        "du",  # (C, E)     the SSM input's gradient
+        "dy",  # (C, E)     the SSM output's gradient
     ],
 )
 
 
 @njit(cache=True, error_model="numpy")
-def linear_backward(dx, dWt, db, dy, x, Wt, need_w, need_b, defer, x_row, dy_row):
-    """For y = b + x @ Wt: dx (n_in,) += Wt @ dy; dWt (n_in, n_out) += x ⊗ dy, or with
-    ``defer`` x and dy saved to x_row, dy_row; db += dy."""
+def linear_terms(db, x_row, dy, x, need_w, need_b):
+    """One token's weight and bias terms of y = b + x @ Wt: with ``need_w`` x (n_in,) is
+    saved to x_row for ``flush_weight_grads`` (dy (n_out,) already is a Deferred row); with
+    ``need_b`` db += dy. Tokens come newest first, the order of the bias sums."""
     if need_w:
-        if defer:
-            x_row[:] = x
-            dy_row[:] = dy
-        else:
-            outer_acc(dWt, x, dy)
+        x_row[:] = x
     if need_b:
         for o in range(dy.shape[0]):
             db[o] += dy[o]
-    matvec_t_acc(dx, Wt, dy)
 
 
 @njit(cache=True, error_model="numpy")
@@ -169,95 +182,103 @@ def conv_backward(dxin, dconv_w, dconv_b, dpend, dxc, conv_in, conv_w, need_w, n
 
 
 @njit(cache=True, error_model="numpy")
-def mixer_backward(dh, G, dout, act, layer, W, A, R, need, scratch, carry, dssm, dpend, defer,
-                   dfr, j):  # fmt: skip
-    """Gradient through one mixer: dh (D,) = its input gradient (overwritten), weight gradients
-    into ``G``; dout (D,) is the gradient of the mixer output; A (L, E, N) = -exp(W.A_log)."""
-    l = layer
-    E = A.shape[1]
-    N = A.shape[2]
-    dyg, dy, du, ddt, dxz, ddbc = scratch
-    for e in range(E):
-        dyg[e] = f32(0.0)
-    linear_backward(
-        dyg, G.out_proj[l], G.out_proj_bias[l], dout, act.yg[l], W.out_proj[l],
-        need[OUT_PROJ], need[OUT_PROJ_BIAS], defer, dfr.out_x[l, j], dfr.out_dy[l, j],
-    )  # fmt: skip
-    gate_backward(dy, dxz[E:], dyg, act.y[l], act.xz[l, E:])
-    ssm_backward(
-        du, ddt, ddbc[R : R + N], ddbc[R + N :], G.A_log[l], G.D[l], dssm[l],
-        dy, act.u[l], act.dt[l], act.dbc[l, R : R + N], act.dbc[l, R + N :],
-        A[l], act.dA[l], act.ssm_prev[l], W.D[l], need[A_LOG] or need[D_SKIP], carry,
-    )  # fmt: skip
-    for e in range(E):
-        ddt[e] = ddt[e] * sigmoid32(act.dtp[l, e])
-    for r in range(R):
-        ddbc[r] = f32(0.0)
-    linear_backward(
-        ddbc[:R], G.dt_proj[l], G.dt_bias[l], ddt, act.dbc[l, :R], W.dt_proj[l],
-        need[DT_PROJ], need[DT_BIAS], defer, dfr.dt_x[l, j], dfr.dt_dy[l, j],
-    )  # fmt: skip
-    linear_backward(
-        du, G.x_proj[l], G.x_proj_bias[l], ddbc, act.u[l], W.x_proj[l],
-        need[X_PROJ], need[X_PROJ_BIAS], defer, dfr.xp_x[l, j], dfr.xp_dy[l, j],
-    )  # fmt: skip
-    for e in range(E):
-        s = sigmoid32(act.xc[l, e])
-        du[e] = du[e] * (s * (f32(1.0) + act.xc[l, e] * (f32(1.0) - s)))
-    conv_backward(
-        dxz[:E], G.conv_w[l], G.conv_b[l], dpend[l], du, act.conv_in[l], W.conv_w[l],
-        need[CONV_W], need[CONV_B], carry,
-    )  # fmt: skip
-    for d in range(dh.shape[0]):
-        dh[d] = f32(0.0)
-    linear_backward(
-        dh, G.in_proj[l], G.in_proj_bias[l], dxz, act.h[l], W.in_proj[l],
-        need[IN_PROJ], need[IN_PROJ_BIAS], defer, dfr.in_x[l, j], dfr.in_dy[l, j],
-    )  # fmt: skip
+def head_backward(G, dfr, work, dims, W, targets, need, scale):
+    """From the pdfs to the residual stream after the last layer, for the n tokens of
+    ``targets`` (n,): dfr.emb_dx[:n] (n, D) = the gradients of x_f (overwritten)."""
+    n = targets.shape[0]
+    V = dims[DIM_V]
+    dlogits = dfr.head_dy[:n]
+    dh = dfr.dh[:n]
+    for t in range(n - 1, -1, -1):
+        act = acts_views(work[t], dims)
+        for v in range(V):
+            dlogits[t, v] = act.probs[v]
+        dlogits[t, targets[t]] -= f32(1.0)
+        if scale != f32(1.0):
+            for v in range(V):
+                dlogits[t, v] *= scale
+        linear_terms(G.lm_head_bias, dfr.head_x[t], dlogits[t], act.h_f, need[LM_HEAD],
+                     need[LM_HEAD_BIAS])  # fmt: skip
+    dh[...] = f32(0.0)
+    matvec_t_rows(dh, W.lm_head, dlogits)
+    dx = dfr.emb_dx[:n]
+    dx[...] = f32(0.0)
+    for t in range(n - 1, -1, -1):
+        act = acts_views(work[t], dims)
+        rmsnorm_backward(dx[t], G.norm_f, dh[t], act.x_f, W.norm_f, act.rstd_f[0], need[NORM_F])
 
 
 @njit(cache=True, error_model="numpy")
-def model_backward(G, act, W, A, byte_in, target, R, need, scale, carry, dssm, dpend, defer,
-                   dfr, j):  # fmt: skip
-    """Accumulate into G the gradient of -scale * log probs[target] for the forward of
-    ``byte_in`` (``carry``, ``dssm``, ``dpend``, ``defer``, ``dfr``, ``j``: see the module
-    docstring); A (L, E, N) = -exp(W.A_log), as in the forward."""
-    L, D = act.x_in.shape
-    E = A.shape[1]
-    N = A.shape[2]
-    V = act.probs.shape[0]
-    dlogits = np.empty(V, dtype=f32)
-    for v in range(V):
-        dlogits[v] = act.probs[v]
-    dlogits[target] -= f32(1.0)
-    if scale != f32(1.0):
-        for v in range(V):
-            dlogits[v] *= scale
-    dh = np.zeros(D, dtype=f32)
-    linear_backward(
-        dh, G.lm_head, G.lm_head_bias, dlogits, act.h_f, W.lm_head,
-        need[LM_HEAD], need[LM_HEAD_BIAS], defer, dfr.head_x[j], dfr.head_dy[j],
-    )  # fmt: skip
-    dx = np.zeros(D, dtype=f32)
-    rmsnorm_backward(dx, G.norm_f, dh, act.x_f, W.norm_f, act.rstd_f[0], need[NORM_F])
-    scratch = (
-        np.empty(E, dtype=f32),
-        np.empty(E, dtype=f32),
-        np.empty(E, dtype=f32),
-        np.empty(E, dtype=f32),
-        np.empty(2 * E, dtype=f32),
-        np.zeros(R + 2 * N, dtype=f32),
-    )
-    for l in range(L - 1, -1, -1):
-        mixer_backward(dh, G, dx, act, l, W, A, R, need, scratch, carry, dssm, dpend, defer, dfr, j)
-        # The residual passes dx through unchanged; the norm adds its own share.
-        rmsnorm_backward(dx, G.norm[l], dh, act.x_in[l], W.norm[l], act.rstd[l], need[NORM])
-    if need[EMBEDDING]:
-        if defer:
-            dfr.emb_dx[j] = dx
-        else:
-            for d in range(D):
-                G.embedding[d, byte_in] += dx[d]
+def mixer_backward(G, dfr, work, dims, n, l, W, A, need, carry, dssm, dpend):
+    """Gradient through layer l's mixer and norm for the n tokens of a chunk, tokens newest
+    first wherever they meet (the state carries, the gradient sums).
+    On entry dfr.emb_dx[:n] (n, D) holds the gradients of the layer's output; on return, of
+    its input (the residual passes them through, the norm adds its share)."""
+    E, N, R = dims[DIM_E], dims[DIM_N], dims[DIM_R]
+    dx = dfr.emb_dx
+    dout = dfr.out_dy[l, :n]
+    dout[...] = dx[:n]
+    for t in range(n - 1, -1, -1):
+        act = acts_views(work[t], dims)
+        linear_terms(G.out_proj_bias[l], dfr.out_x[l, t], dout[t], act.yg[l], need[OUT_PROJ],
+                     need[OUT_PROJ_BIAS])  # fmt: skip
+    dyg = dfr.dyg[:n]
+    dyg[...] = f32(0.0)
+    matvec_t_rows(dyg, W.out_proj[l], dout)
+    for t in range(n - 1, -1, -1):
+        act = acts_views(work[t], dims)
+        dxz = dfr.in_dy[l, t]
+        ddbc = dfr.xp_dy[l, t]
+        ddt = dfr.dt_dy[l, t]
+        dy = dfr.dy[t]
+        gate_backward(dy, dxz[E:], dyg[t], act.y[l], act.xz[l, E:])
+        ssm_backward(
+            dfr.du[t], ddt, ddbc[R : R + N], ddbc[R + N :], G.A_log[l], G.D[l], dssm[l],
+            dy, act.u[l], act.dt[l], act.dbc[l, R : R + N], act.dbc[l, R + N :],
+            A[l], act.dA[l], act.ssm_prev[l], W.D[l], need[A_LOG] or need[D_SKIP], carry,
+        )  # fmt: skip
+        for e in range(E):
+            ddt[e] = ddt[e] * sigmoid32(act.dtp[l, e])
+        for r in range(R):
+            ddbc[r] = f32(0.0)
+        linear_terms(G.dt_bias[l], dfr.dt_x[l, t], ddt, act.dbc[l, :R], need[DT_PROJ],
+                     need[DT_BIAS])  # fmt: skip
+        matvec_t_acc(ddbc[:R], W.dt_proj[l], ddt)
+        linear_terms(G.x_proj_bias[l], dfr.xp_x[l, t], ddbc, act.u[l], need[X_PROJ],
+                     need[X_PROJ_BIAS])  # fmt: skip
+    du = dfr.du[:n]
+    matvec_t_rows(du, W.x_proj[l], dfr.xp_dy[l, :n])
+    for t in range(n - 1, -1, -1):
+        act = acts_views(work[t], dims)
+        for e in range(E):
+            s = sigmoid32(act.xc[l, e])
+            du[t, e] = du[t, e] * (s * (f32(1.0) + act.xc[l, e] * (f32(1.0) - s)))
+        dxz = dfr.in_dy[l, t]
+        conv_backward(
+            dxz[:E], G.conv_w[l], G.conv_b[l], dpend[l], du[t], act.conv_in[l], W.conv_w[l],
+            need[CONV_W], need[CONV_B], carry,
+        )  # fmt: skip
+        linear_terms(G.in_proj_bias[l], dfr.in_x[l, t], dxz, act.h[l], need[IN_PROJ],
+                     need[IN_PROJ_BIAS])  # fmt: skip
+    dh = dfr.dh[:n]
+    dh[...] = f32(0.0)
+    matvec_t_rows(dh, W.in_proj[l], dfr.in_dy[l, :n])
+    for t in range(n - 1, -1, -1):
+        act = acts_views(work[t], dims)
+        rmsnorm_backward(dx[t], G.norm[l], dh[t], act.x_in[l], W.norm[l], act.rstd[l], need[NORM])
+
+
+@njit(cache=True, error_model="numpy")
+def chunk_backward(G, W, A, work, dims, inputs, targets, need, scale, carry, dssm, dpend, dfr):
+    """Accumulate into G the gradient of -scale * Σ_t log probs_t[targets[t]] over the
+    forwards of inputs (n,) saved in work[:n] (n, acts_size), oldest first: the head for all
+    n tokens, then each layer from the last, then the weight terms (``flush_weight_grads``).
+    ``carry``, ``dssm``, ``dpend``: see the module docstring; A (L, E, N) = -exp(W.A_log)."""
+    n = inputs.shape[0]
+    head_backward(G, dfr, work, dims, W, targets, need, scale)
+    for l in range(dims[DIM_L] - 1, -1, -1):
+        mixer_backward(G, dfr, work, dims, n, l, W, A, need, carry, dssm, dpend)
+    flush_weight_grads(G, dfr, n, inputs, need, dims[DIM_TIED] != 0)
 
 
 @njit(cache=True, error_model="numpy")

@@ -39,6 +39,7 @@ f32 = np.float32
 
 LANES = 16  # part of the numeric format: changing it changes dx bits
 ROWS = 4  # rows per vector call in matvec_t_acc: speed only, every row is summed alike
+TOKENS = 4  # tokens per vector call in matvec_t_rows: speed only, likewise
 
 
 @njit(cache=True, error_model="numpy")
@@ -111,28 +112,33 @@ def dot_lanes(a, b):
     return lanes[0]
 
 
-def _make_lane_dots(rows):
-    """Intrinsic ``(Wt, dy, c) -> rows float32``: the 16-lane dot products of Wt[c + r] with dy.
+def _make_lane_dots(rows, tokens):
+    """Intrinsic ``(Wt, dY, c, t0) -> rows * tokens float32``: the 16-lane dot products of
+    Wt[c + r] with dY[t0 + k], at position r * tokens + k. dY is (T, n_out), or (n_out,) for
+    ``tokens = 1`` (t0 is then ignored).
 
-    Needs unit inner strides of Wt and dy and dy.shape[0] == Wt.shape[1] (not checked here).
-    The rows share the loads of dy and give independent add chains; each row's arithmetic is
-    exactly that of ``rows = 1``."""
+    Needs unit inner strides of Wt and dY and dY.shape[-1] == Wt.shape[1] (not checked here).
+    Each loaded block of a row serves all the tokens, each block of a token all the rows, and
+    every product is its own add chain; each dot product's arithmetic is exactly that of
+    ``rows = tokens = 1``."""
 
     @intrinsic
-    def lane_dots(typingctx, Wt, dy, c):
+    def lane_dots(typingctx, Wt, dY, c, t0):
         ok = (
             isinstance(Wt, types.Array)
             and Wt.ndim == 2
             and Wt.dtype == types.float32
-            and isinstance(dy, types.Array)
-            and dy.ndim == 1
-            and dy.dtype == types.float32
+            and isinstance(dY, types.Array)
+            and (dY.ndim == 2 or (dY.ndim == 1 and tokens == 1))
+            and dY.dtype == types.float32
             and isinstance(c, types.Integer)
+            and isinstance(t0, types.Integer)
         )
         if not ok:
             return None
-        ret = types.float32 if rows == 1 else types.UniTuple(types.float32, rows)
-        sig = ret(Wt, dy, c)
+        count = rows * tokens
+        ret = types.float32 if count == 1 else types.UniTuple(types.float32, count)
+        sig = ret(Wt, dY, c, t0)
 
         def codegen(context, builder, signature, args):
             intp = context.get_value_type(types.intp)
@@ -141,28 +147,37 @@ def _make_lane_dots(rows):
             vec = ir.VectorType(fl, LANES)
             zero = ir.Constant(vec, [0.0] * LANES)
             W_arr = context.make_array(signature.args[0])(context, builder, args[0])
-            dy_arr = context.make_array(signature.args[1])(context, builder, args[1])
+            dY_ty = signature.args[1]
+            dY_arr = context.make_array(dY_ty)(context, builder, args[1])
             c0 = context.cast(builder, args[2], signature.args[2], types.intp)
+            first = context.cast(builder, args[3], signature.args[3], types.intp)
 
             n = builder.extract_value(W_arr.shape, 1)
             row_ptr = [
                 float_ptr(context, builder, W_arr, (builder.add(c0, intp(r)), intp(0)))
                 for r in range(rows)
             ]
-            dy_ptr = float_ptr(context, builder, dy_arr, (intp(0),))
+            if dY_ty.ndim == 1:
+                dy_ptr = [float_ptr(context, builder, dY_arr, (intp(0),))]
+            else:
+                dy_ptr = [
+                    float_ptr(context, builder, dY_arr, (builder.add(first, intp(k)), intp(0)))
+                    for k in range(tokens)
+                ]
+            pairs = [(r, k) for r in range(rows) for k in range(tokens)]
 
             def load_vec(ptr, i):  # ptr[i : i + LANES], unaligned
                 return builder.load(vector_at(builder, ptr, i, LANES), align=4)
 
             # Whole blocks: acc = acc + a * b, lane-wise (two roundings, no FMA).
-            acc = [cgutils.alloca_once_value(builder, zero) for _ in range(rows)]
+            acc = [cgutils.alloca_once_value(builder, zero) for _ in pairs]
             n_blocks = builder.udiv(n, intp(LANES))
             with cgutils.for_range(builder, n_blocks) as loop:
                 i = builder.mul(loop.index, intp(LANES))
-                b = load_vec(dy_ptr, i)
-                for r in range(rows):
-                    prod = builder.fmul(load_vec(row_ptr[r], i), b)
-                    builder.store(builder.fadd(builder.load(acc[r]), prod), acc[r])
+                a = [load_vec(ptr, i) for ptr in row_ptr]
+                b = [load_vec(ptr, i) for ptr in dy_ptr]
+                for slot, (r, k) in zip(acc, pairs, strict=True):
+                    builder.store(builder.fadd(builder.load(slot), builder.fmul(a[r], b[k])), slot)
 
             # Partial block of t = n % LANES: masked loads read lanes j < t and give 0.0 on
             # the others (nothing past the end of the arrays is touched); acc + a * b is
@@ -173,12 +188,13 @@ def _make_lane_dots(rows):
             def load_tail(ptr):  # ptr[start + j] for j < t, else 0.0
                 return masked_load(builder, vector_at(builder, ptr, start, LANES), in_tail)
 
-            b = load_tail(dy_ptr)
+            a = [load_tail(ptr) for ptr in row_ptr]
+            b = [load_tail(ptr) for ptr in dy_ptr]
 
             sums = []
-            for r in range(rows):
-                lanes = builder.load(acc[r])
-                with_tail = builder.fadd(lanes, builder.fmul(load_tail(row_ptr[r]), b))
+            for slot, (r, k) in zip(acc, pairs, strict=True):
+                lanes = builder.load(slot)
+                with_tail = builder.fadd(lanes, builder.fmul(a[r], b[k]))
                 lanes = builder.select(in_tail, with_tail, lanes)
                 # Halving tree: l[j] + l[j + width/2] for j < width/2.
                 width = LANES
@@ -191,7 +207,7 @@ def _make_lane_dots(rows):
                     )
                     lanes = builder.fadd(lo, hi)
                 sums.append(builder.extract_element(lanes, i32(0)))
-            if rows == 1:
+            if count == 1:
                 return sums[0]
             return context.make_tuple(builder, signature.return_type, sums)
 
@@ -200,8 +216,10 @@ def _make_lane_dots(rows):
     return lane_dots
 
 
-_lane_dots_1 = _make_lane_dots(1)
-_lane_dots_rows = _make_lane_dots(ROWS)
+_lane_dots_1 = _make_lane_dots(1, 1)
+_lane_dots_rows = _make_lane_dots(ROWS, 1)
+_lane_dots_tokens = _make_lane_dots(1, TOKENS)
+_lane_dots_block = _make_lane_dots(ROWS, TOKENS)
 
 
 @njit(cache=True, error_model="numpy")
@@ -218,12 +236,54 @@ def matvec_t_acc(dx, Wt, dy):
         return
     c = 0
     while c + ROWS <= n_in:
-        s = _lane_dots_rows(Wt, dy, c)
+        s = _lane_dots_rows(Wt, dy, c, 0)
         for r in range(ROWS):
             dx[c + r] += s[r]
         c += ROWS
     while c < n_in:
-        dx[c] += _lane_dots_1(Wt, dy, c)
+        dx[c] += _lane_dots_1(Wt, dy, c, 0)
+        c += 1
+
+
+@njit(cache=True, error_model="numpy")
+def matvec_t_rows(dX, Wt, dY):
+    """dX[t] (n_in,) += Wt (n_in, n_out) @ dY[t] (n_out,) for every row t of dY (T, n_out):
+    ``matvec_t_acc`` of T tokens, each dot product in the same 16-lane order. A block of
+    ROWS rows of Wt serves TOKENS tokens at a time, so the matrix is read once, not T times,
+    and the products of one loaded block feed ROWS * TOKENS independent chains."""
+    T, n_out = dY.shape
+    n_in = Wt.shape[0]
+    if Wt.shape[1] != n_out or dX.shape[0] != T or dX.shape[1] != n_in:
+        raise ValueError("matvec_t_rows: shapes do not match")
+    if (n_out > 1 and Wt.strides[1] != 4) or (n_out > 1 and dY.strides[1] != 4):
+        for t in range(T):
+            matvec_t_acc(dX[t], Wt, dY[t])
+        return
+    c = 0
+    while c + ROWS <= n_in:
+        t = 0
+        while t + TOKENS <= T:
+            s = _lane_dots_block(Wt, dY, c, t)
+            for r in range(ROWS):
+                for k in range(TOKENS):
+                    dX[t + k, c + r] += s[r * TOKENS + k]
+            t += TOKENS
+        while t < T:
+            s = _lane_dots_rows(Wt, dY[t], c, 0)
+            for r in range(ROWS):
+                dX[t, c + r] += s[r]
+            t += 1
+        c += ROWS
+    while c < n_in:
+        t = 0
+        while t + TOKENS <= T:
+            s = _lane_dots_tokens(Wt, dY, c, t)
+            for k in range(TOKENS):
+                dX[t + k, c] += s[k]
+            t += TOKENS
+        while t < T:
+            dX[t, c] += _lane_dots_1(Wt, dY[t], c, 0)
+            t += 1
         c += 1
 
 
@@ -240,80 +300,97 @@ def outer_acc(dWt, x, dy):
 BLOCK = 4  # vectors of LANES outputs held in registers across the tokens: speed only
 
 
-@intrinsic
-def _outer_acc_row(typingctx, dWt, X, dY, c):
-    """dWt[c] += X[t, c] * dY[t] for t = n-1, ..., 0 (n = X.shape[0]), as one chain of
-    ``+=`` per element, with BLOCK * LANES outputs of the row held in registers across all n
-    tokens: each element is loaded and stored once instead of once per token.
+def _make_outer_acc(rows):
+    """Intrinsic ``(dWt, X, dY, c)``: dWt[c + r] += X[t, c + r] * dY[t] for r < ``rows`` and
+    t = n-1, ..., 0 (n = X.shape[0]), as one chain of ``+=`` per element, with BLOCK * LANES
+    outputs of each row held in registers across all n tokens: each element is loaded and
+    stored once instead of once per token, and each loaded block of dY[t] serves all the rows.
 
     Needs unit inner strides of dWt and dY, dY.shape[1] == dWt.shape[1] (not checked)."""
-    ok = all(
-        isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float32
-        for a in (dWt, X, dY)
-    ) and isinstance(c, types.Integer)
-    if not ok:
-        return None
-    sig = types.none(dWt, X, dY, c)
 
-    def codegen(context, builder, signature, args):
-        intp = context.get_value_type(types.intp)
-        W_arr, X_arr, dY_arr = (
-            context.make_array(signature.args[k])(context, builder, args[k]) for k in range(3)
-        )
-        c0 = context.cast(builder, args[3], signature.args[3], types.intp)
+    @intrinsic
+    def outer_acc(typingctx, dWt, X, dY, c):
+        ok = all(
+            isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float32
+            for a in (dWt, X, dY)
+        ) and isinstance(c, types.Integer)
+        if not ok:
+            return None
+        sig = types.none(dWt, X, dY, c)
 
-        def element(arr, i, j):
-            return float_ptr(context, builder, arr, (i, j))
-
-        n = builder.extract_value(X_arr.shape, 0)
-        n_out = builder.extract_value(W_arr.shape, 1)
-        row = element(W_arr, c0, intp(0))
-
-        def vec_at(ptr, i):
-            return vector_at(builder, ptr, i, LANES)
-
-        def block(start, n_vec, load, store):
-            """Outputs start .. start + n_vec * LANES: load, all tokens, store."""
-            acc = [load(vec_at(row, builder.add(start, intp(k * LANES)))) for k in range(n_vec)]
-            slots = [cgutils.alloca_once_value(builder, a) for a in acc]
-            with cgutils.for_range(builder, n) as loop:
-                t = builder.sub(builder.sub(n, intp(1)), loop.index)
-                xs = splat(builder, builder.load(element(X_arr, t, c0)), LANES)
-                dy = element(dY_arr, t, intp(0))
-                for k in range(n_vec):
-                    d = load(vec_at(dy, builder.add(start, intp(k * LANES))))
-                    builder.store(
-                        builder.fadd(builder.load(slots[k]), builder.fmul(xs, d)), slots[k]
-                    )
-            for k in range(n_vec):
-                store(builder.load(slots[k]), vec_at(row, builder.add(start, intp(k * LANES))))
-
-        def load_full(ptr):
-            return builder.load(ptr, align=4)
-
-        def store_full(value, ptr):
-            builder.store(value, ptr, align=4)
-
-        width = BLOCK * LANES
-        n_blocks = builder.udiv(n_out, intp(width))
-        with cgutils.for_range(builder, n_blocks) as loop:
-            block(builder.mul(loop.index, intp(width)), BLOCK, load_full, store_full)
-
-        # The last n_out % width outputs: LANES at a time, masked to those below n_out.
-        rest = builder.mul(n_blocks, intp(width))
-        n_tail = builder.udiv(builder.add(builder.sub(n_out, rest), intp(LANES - 1)), intp(LANES))
-        with cgutils.for_range(builder, n_tail) as loop:
-            start = builder.add(rest, builder.mul(loop.index, intp(LANES)))
-            mask = lanes_below(builder, builder.sub(n_out, start), LANES)
-            block(
-                start,
-                1,
-                lambda ptr: masked_load(builder, ptr, mask),
-                lambda value, ptr: masked_store(builder, value, ptr, mask),
+        def codegen(context, builder, signature, args):
+            intp = context.get_value_type(types.intp)
+            W_arr, X_arr, dY_arr = (
+                context.make_array(signature.args[k])(context, builder, args[k]) for k in range(3)
             )
-        return context.get_dummy_value()
+            c0 = context.cast(builder, args[3], signature.args[3], types.intp)
 
-    return sig, codegen
+            def element(arr, i, j):
+                return float_ptr(context, builder, arr, (i, j))
+
+            n = builder.extract_value(X_arr.shape, 0)
+            n_out = builder.extract_value(W_arr.shape, 1)
+            row_ptr = [element(W_arr, builder.add(c0, intp(r)), intp(0)) for r in range(rows)]
+
+            def vec_at(ptr, i):
+                return vector_at(builder, ptr, i, LANES)
+
+            def block(start, n_vec, load, store):
+                """Outputs start .. start + n_vec * LANES of each row: load, all tokens, store."""
+                offsets = [builder.add(start, intp(k * LANES)) for k in range(n_vec)]
+                slots = [
+                    [cgutils.alloca_once_value(builder, load(vec_at(ptr, i))) for i in offsets]
+                    for ptr in row_ptr
+                ]
+                with cgutils.for_range(builder, n) as loop:
+                    t = builder.sub(builder.sub(n, intp(1)), loop.index)
+                    dy = element(dY_arr, t, intp(0))
+                    d = [load(vec_at(dy, i)) for i in offsets]
+                    for r in range(rows):
+                        x = builder.load(element(X_arr, t, builder.add(c0, intp(r))))
+                        xs = splat(builder, x, LANES)
+                        for k in range(n_vec):
+                            total = builder.fadd(builder.load(slots[r][k]), builder.fmul(xs, d[k]))
+                            builder.store(total, slots[r][k])
+                for r in range(rows):
+                    for k in range(n_vec):
+                        store(builder.load(slots[r][k]), vec_at(row_ptr[r], offsets[k]))
+
+            def load_full(ptr):
+                return builder.load(ptr, align=4)
+
+            def store_full(value, ptr):
+                builder.store(value, ptr, align=4)
+
+            width = BLOCK * LANES
+            n_blocks = builder.udiv(n_out, intp(width))
+            with cgutils.for_range(builder, n_blocks) as loop:
+                block(builder.mul(loop.index, intp(width)), BLOCK, load_full, store_full)
+
+            # The last n_out % width outputs: LANES at a time, masked to those below n_out.
+            rest = builder.mul(n_blocks, intp(width))
+            n_tail = builder.udiv(
+                builder.add(builder.sub(n_out, rest), intp(LANES - 1)), intp(LANES)
+            )
+            with cgutils.for_range(builder, n_tail) as loop:
+                start = builder.add(rest, builder.mul(loop.index, intp(LANES)))
+                mask = lanes_below(builder, builder.sub(n_out, start), LANES)
+                block(
+                    start,
+                    1,
+                    lambda ptr: masked_load(builder, ptr, mask),
+                    lambda value, ptr: masked_store(builder, value, ptr, mask),
+                )
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return outer_acc
+
+
+OUTER_ROWS = 2  # rows of dWt per call of _outer_acc_block: speed only
+_outer_acc_row = _make_outer_acc(1)
+_outer_acc_block = _make_outer_acc(OUTER_ROWS)
 
 
 @njit(cache=True, error_model="numpy")
@@ -324,15 +401,20 @@ def outer_acc_rows(dWt, X, dY, tied, emb_dx, inputs):
     tokens instead of one pass over dWt per token. With ``tied`` (dWt is also the embedding's
     gradient) token t's term is followed by dWt[:, inputs[t]] += emb_dx[t] (n, n_in).
 
-    Without ``tied``, blocks of a row stay in registers for all n tokens (``_outer_acc_row``).
+    Without ``tied``, blocks of rows stay in registers for all n tokens (``_make_outer_acc``).
     With it, one token per pass over a row: folding four tokens into one expression, as
     ``matvec`` does, ran four times slower here (measured, 2026-11-29)."""
     n = X.shape[0]
     n_in, n_out = dWt.shape
     unit = (n_out < 2 or (dWt.strides[1] == 4 and dY.strides[1] == 4)) and dY.shape[1] == n_out
     if not tied and unit:
-        for c in range(n_in):
+        c = 0
+        while c + OUTER_ROWS <= n_in:
+            _outer_acc_block(dWt, X, dY, c)
+            c += OUTER_ROWS
+        while c < n_in:
             _outer_acc_row(dWt, X, dY, c)
+            c += 1
         return
     for c in range(n_in):
         row = dWt[c]

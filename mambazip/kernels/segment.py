@@ -23,7 +23,7 @@ per-byte call of the decoder hands Numba two arrays instead of twenty:
     ck_pos           (M,) int64    ring-buffer slot of the newest input then
     work             (chunk, S)    saved activations, forward t in row t % chunk
     dssm, dpend      (L, E, N), (L, K, E): gradients carried back through the state
-    dfr              backward.Deferred with ``chunk`` rows: weight-gradient terms of a chunk
+    dfr              backward.Deferred with ``chunk`` rows: the gradients of a chunk
 """
 
 from collections import namedtuple
@@ -31,16 +31,16 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .backward import Deferred, flush_weight_grads
+from .backward import Deferred
 from .forward import acts_size, acts_views, model_rerun
-from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_TIED, DIM_V, weight_views
+from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_V, weight_views
 from .step import (
     C_BYTES,
     C_LAST_INPUT,
     C_POS,
     C_SEG,
     H_EPS,
-    backward_byte,
+    backward_tokens,
     forward_byte,
     optimizer_step,
     quantize,
@@ -61,7 +61,7 @@ def segment_sizes(dims, bptt, chunk):
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
     K, L = dims[DIM_K], dims[DIM_L]
     M = (bptt + chunk - 1) // chunk
-    deferred = chunk * (2 * D + V + L * (5 * E + 2 * D + 2 * R + 2 * N))
+    deferred = chunk * (3 * D + V + 3 * E + L * (5 * E + 2 * D + 2 * R + 2 * N))
     floats = M * L * E * (K + N) + chunk * acts_size(dims) + L * E * (N + K) + deferred
     return 2 * bptt + M, floats
 
@@ -107,9 +107,18 @@ def segment_views(ints, floats, dims, bptt, chunk):
     in_dy = carve(floats, o, (L, chunk, 2 * E))
     o += L * chunk * 2 * E
     emb_dx = carve(floats, o, (chunk, D))
-    if o + chunk * D != floats.shape[0] or 2 * bptt + M != ints.shape[0]:
+    o += chunk * D
+    dh = carve(floats, o, (chunk, D))
+    o += chunk * D
+    dyg = carve(floats, o, (chunk, E))
+    o += chunk * E
+    du = carve(floats, o, (chunk, E))
+    o += chunk * E
+    dy = carve(floats, o, (chunk, E))
+    if o + chunk * E != floats.shape[0] or 2 * bptt + M != ints.shape[0]:
         raise ValueError("segment_views: buffers not sized by segment_sizes")
-    dfr = Deferred(head_x, head_dy, out_x, out_dy, dt_x, dt_dy, xp_x, xp_dy, in_x, in_dy, emb_dx)
+    dfr = Deferred(head_x, head_dy, out_x, out_dy, dt_x, dt_dy, xp_x, xp_dy, in_x, in_dy, emb_dx,
+                   dh, dyg, du, dy)  # fmt: skip
     return Segment(
         carve(ints, 0, (bptt,)), carve(ints, bptt, (bptt,)), ck_conv, ck_ssm,
         carve(ints, 2 * bptt, (M,)), work, dssm, dpend, dfr,
@@ -158,12 +167,8 @@ def segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_st
             for t in range(lo, hi):
                 forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters,
                              seg.work[t - lo], seg.inputs[t])  # fmt: skip
-        for t in range(hi - 1, lo - 1, -1):
-            backward_byte(theta, A, grad, offs, need, dims, seg.work[t - lo], seg.inputs[t],
-                          seg.targets[t], scale, True, seg.dssm, seg.dpend, True, seg.dfr,
-                          t - lo)  # fmt: skip
-        flush_weight_grads(weight_views(grad, offs, dims), seg.dfr, hi - lo, seg.inputs[lo:hi],
-                           need, dims[DIM_TIED] != 0)  # fmt: skip
+        backward_tokens(theta, A, grad, offs, need, dims, seg.work[: hi - lo], seg.inputs[lo:hi],
+                        seg.targets[lo:hi], scale, True, seg.dssm, seg.dpend, seg.dfr)  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")

@@ -9,10 +9,11 @@ import math
 import numpy as np
 from numba import njit
 
-from .backward import model_backward
+from .backward import chunk_backward
 from .forward import a_from_log, acts_views, model_forward
 from .layout import A_LOG, DIM_K, DIM_R, weight_views
 from .optim import adam_update, power, scheduled_lr, sgd_update
+from .views import carve
 
 f32 = np.float32
 
@@ -102,16 +103,13 @@ def forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, w
 
 
 @njit(cache=True, error_model="numpy")
-def backward_byte(theta, A, grad, offs, need, dims, work, byte_in, target, scale, carry, dssm,
-                  dpend, defer, dfr, j):  # fmt: skip
-    """Accumulate into ``grad`` the gradient of -scale log p(target) of the forward of
-    ``byte_in`` saved in ``work`` (see backward.model_backward for the other arguments)."""
-    W = weight_views(theta, offs, dims)
-    G = weight_views(grad, offs, dims)
-    act = acts_views(work, dims)
-    model_backward(
-        G, act, W, A, byte_in, target, dims[DIM_R], need, scale, carry, dssm, dpend, defer, dfr, j
-    )
+def backward_tokens(theta, A, grad, offs, need, dims, work, inputs, targets, scale, carry, dssm,
+                    dpend, dfr):  # fmt: skip
+    """Accumulate into ``grad`` the gradient of -scale Σ_t log p_t(targets[t]) of the forwards
+    of inputs (n,) saved in work (n, acts_size), oldest first (see
+    backward.chunk_backward for the other arguments)."""
+    chunk_backward(weight_views(grad, offs, dims), weight_views(theta, offs, dims), A, work, dims,
+                   inputs, targets, need, scale, carry, dssm, dpend, dfr)  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")
@@ -127,14 +125,16 @@ def run_bytes(
     """
     act = acts_views(work, dims)
     learn = int(hyper[H_OPTIMIZER]) != OPT_NONE and ranges.shape[0] > 0
+    saved = carve(work, 0, (1, work.shape[0]))
+    token = np.empty(2, dtype=np.int64)  # the input and the target of the saved forward
     for i in range(data.shape[0]):
         b = data[i]
         p_coded[i] = act.probs[b]
         if learn:
-            backward_byte(
-                theta, A, grad, offs, need, dims, work, counters[C_LAST_INPUT], b, f32(1.0),
-                False, dssm, dpend, False, dfr, 0,
-            )  # fmt: skip
+            token[0] = counters[C_LAST_INPUT]
+            token[1] = b
+            backward_tokens(theta, A, grad, offs, need, dims, saved, token[:1], token[1:],
+                            f32(1.0), False, dssm, dpend, dfr)  # fmt: skip
             optimizer_step(
                 theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
                 counters[C_STEP] + 1,

@@ -20,6 +20,7 @@ from numba import njit
 from .detmath import exp32, silu32, softmax32, softplus32
 from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_V
 from .linalg import matvec, matvec_rows
+from .scan import scan_update_pass
 from .views import carve
 
 f32 = np.float32
@@ -175,17 +176,18 @@ def ssm_forward(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
     u, dt (E,); B, C (N,); D_skip (E,).
     """
     E, N = ssm.shape
-    # Separate simple loops, each of which vectorises: Numba cannot tell LLVM that the arrays
-    # do not overlap, and a loop that stores several of them is kept scalar.
     for e in range(E):
         dte = dt[e]
         for n in range(N):
             dA[e, n] = exp32(dte * A[e, n])
-    for e in range(E):
-        dtu = dt[e] * u[e]
-        for n in range(N):
-            ssm_prev[e, n] = ssm[e, n]
-            ssm[e, n] = dA[e, n] * ssm_prev[e, n] + dtu * B[n]
+    # A loop that stores two arrays is kept scalar (Numba cannot tell LLVM that they do not
+    # overlap): the update, ssm = dA * ssm_prev + (dt u) B, is written in vector IR.
+    if N > 1 and B.strides[0] != 4:
+        raise ValueError("ssm_forward: B must be contiguous")
+    for rows in (ssm, dA, ssm_prev):
+        if N > 1 and rows.strides[1] != 4:
+            raise ValueError("ssm_forward: the (E, N) arrays must have contiguous rows")
+    scan_update_pass(ssm, dA, ssm_prev, dt, u, B)
     # Four channels at a time: four independent chains, each summed over n in order.
     e = 0
     while e + 4 <= E:

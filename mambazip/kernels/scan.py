@@ -1,4 +1,5 @@
-"""The selective scan's backward step as one pass over the channels, in LLVM vector IR.
+"""The selective scan's backward step, and the forward's state update, as one pass over the
+channels in LLVM vector IR.
 
 Written as plain Numba loops, the step needs nine passes over (E, N) arrays: a loop that
 writes more than one array, or carries a sum, is not vectorised, because Numba cannot tell
@@ -124,6 +125,49 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
                                 builder.store(builder.fadd(builder.load(total), term), total)
             builder.store(builder.load(sum_du), at(du_, e))
             builder.store(builder.load(sum_ddt), at(ddt_, e))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def scan_update_pass(typingctx, ssm, dA, ssm_prev, dt, u, B):
+    """The state update of ``forward.ssm_forward``: for every channel e, ssm_prev[e] = ssm[e],
+    then ssm[e, n] = dA[e, n] * ssm[e, n] + (dt[e] u[e]) B[n], with the
+    operations of the plain loop. ssm, dA, ssm_prev (E, N) with contiguous rows; dt, u (E,);
+    B (N,) contiguous (checked by the caller)."""
+    arrays = (ssm, dA, ssm_prev, dt, u, B)
+    if not all(isinstance(a, types.Array) and a.dtype == types.float32 for a in arrays):
+        return None
+    sig = types.none(*arrays)
+
+    def codegen(context, builder, signature, args):
+        intp = context.get_value_type(types.intp)
+        ssm_, dA_, prev_, dt_, u_, B_ = (
+            context.make_array(signature.args[k])(context, builder, args[k]) for k in range(6)
+        )
+        E = builder.extract_value(ssm_.shape, 0)
+        N = builder.extract_value(ssm_.shape, 1)
+
+        def lanes(arr, *index):
+            return vector_at(builder, float_ptr(context, builder, arr, index), intp(0), LANES)
+
+        n_vectors = builder.udiv(builder.add(N, intp(LANES - 1)), intp(LANES))
+        with cgutils.for_range(builder, E) as channel:
+            e = channel.index
+            dt_e = builder.load(float_ptr(context, builder, dt_, (e,)))
+            u_e = builder.load(float_ptr(context, builder, u_, (e,)))
+            dtu_v = splat(builder, builder.fmul(dt_e, u_e), LANES)
+            with cgutils.for_range(builder, n_vectors) as vector:
+                n0 = builder.mul(vector.index, intp(LANES))
+                mask = lanes_below(builder, builder.sub(N, n0), LANES)
+                s_ptr = lanes(ssm_, e, n0)
+                s_v = masked_load(builder, s_ptr, mask)
+                masked_store(builder, s_v, lanes(prev_, e, n0), mask)
+                dA_v = masked_load(builder, lanes(dA_, e, n0), mask)
+                B_v = masked_load(builder, lanes(B_, n0), mask)
+                s_v = builder.fadd(builder.fmul(dA_v, s_v), builder.fmul(dtu_v, B_v))
+                masked_store(builder, s_v, s_ptr, mask)
         return context.get_dummy_value()
 
     return sig, codegen

@@ -188,7 +188,26 @@ def ssm_forward(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
         if N > 1 and rows.strides[1] != 4:
             raise ValueError("ssm_forward: the (E, N) arrays must have contiguous rows")
     scan_update_pass(ssm, dA, ssm_prev, dt, u, B)
-    # Four channels at a time: four independent chains, each summed over n in order.
+    ssm_output(y, ssm, u, C, D_skip)
+
+
+@njit(cache=True, error_model="numpy")
+def ssm_advance(ssm, u, dt, B, A):
+    """The state update of ``ssm_forward`` alone, saving nothing (the rerun's): one loop that
+    stores one array, which LLVM vectorises."""
+    E, N = ssm.shape
+    for e in range(E):
+        dte = dt[e]
+        dtu = dte * u[e]
+        for n in range(N):
+            ssm[e, n] = exp32(dte * A[e, n]) * ssm[e, n] + dtu * B[n]
+
+
+@njit(cache=True, error_model="numpy")
+def ssm_output(y, ssm, u, C, D_skip):
+    """y (E,) = ssm (E, N) @ C (N,) + D_skip * u, each y[e] summed over n in order from +0.0.
+    Four channels at a time: four independent chains."""
+    E, N = ssm.shape
     e = 0
     while e + 4 <= E:
         a0 = f32(0.0)
@@ -271,7 +290,7 @@ def model_rerun(W, A, conv_state, ssm_state, pos, inputs, scratch, R, eps):
     The forward run layer by layer, all T inputs at a time, so that each weight matrix is
     read once per layer rather than once per input. Every value gets the operations of
     ``model_forward`` in the same order, so the state has the same bits as T calls of it.
-    scratch: float32, at least T (3D + 8E + P) + K E + 2 E N long, overwritten.
+    scratch: float32, at least T (3D + 8E + P) + K E long, overwritten.
     """
     T = inputs.shape[0]
     L, K, E = conv_state.shape
@@ -301,12 +320,8 @@ def model_rerun(W, A, conv_state, ssm_state, pos, inputs, scratch, R, eps):
     o += T * E
     dbc = carve(scratch, o, (T, P))
     o += T * P
-    # Saved per token by the forward for the backward; here they are only passed through.
+    # Saved per token by the forward for the backward; here it is only passed through.
     conv_in = carve(scratch, o, (K, E))
-    o += K * E
-    dA = carve(scratch, o, (E, N))
-    o += E * N
-    ssm_prev = carve(scratch, o, (E, N))
     for t in range(T):
         for d in range(D):
             x[t, d] = W.embedding[d, inputs[t]]
@@ -320,14 +335,14 @@ def model_rerun(W, A, conv_state, ssm_state, pos, inputs, scratch, R, eps):
             silu_forward(u[t], xc[t])
         matvec_rows(dbc, W.x_proj[l], u, W.x_proj_bias[l])
         matvec_rows(dtp, W.dt_proj[l], dbc[:, :R], W.dt_bias[l])
+        last = l == L - 1  # the last mixer's output feeds only the head
         for t in range(T):
             softplus_forward(dt[t], dtp[t])
-            ssm_forward(
-                y[t], ssm_state[l], dA, ssm_prev, u[t], dt[t], dbc[t, R : R + N],
-                dbc[t, R + N :], A[l], W.D[l],
-            )  # fmt: skip
-        if l == L - 1:
-            break  # the last mixer's output feeds only the head
+            ssm_advance(ssm_state[l], u[t], dt[t], dbc[t, R : R + N], A[l])
+            if not last:
+                ssm_output(y[t], ssm_state[l], u[t], dbc[t, R + N :], W.D[l])
+        if last:
+            break
         for t in range(T):
             gate_forward(yg[t], y[t], xz[t, E:])
         matvec_rows(mix, W.out_proj[l], yg, W.out_proj_bias[l])

@@ -49,43 +49,47 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
             return vector_at(builder, at(arr, *index), intp(0), LANES)
 
         zero = ir.Constant(F32, 0.0)
-        with cgutils.for_range(builder, N) as loop:
-            builder.store(zero, at(dB_, loop.index))
-            builder.store(zero, at(dC_, loop.index))
-        sum_ddt = cgutils.alloca_once(builder, F32)
-        sum_du = cgutils.alloca_once(builder, F32)
-        spill_ddt = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
-        spill_du = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
-        n_vectors = builder.udiv(builder.add(N, intp(LANES - 1)), intp(LANES))
-
+        # The sums over n of each channel start here and go on block by block in du and ddt.
         with cgutils.for_range(builder, E) as channel:
             e = channel.index
-            dy_e = builder.load(at(dy_, e))
-            u_e = builder.load(at(u_, e))
-            dt_e = builder.load(at(dt_, e))
-            dtu = builder.fmul(dt_e, u_e)
+            dy_e, u_e = builder.load(at(dy_, e)), builder.load(at(u_, e))
             with builder.if_then(need_):
                 p = at(dD_, e)
                 builder.store(builder.fadd(builder.load(p), builder.fmul(dy_e, u_e)), p)
-            builder.store(builder.fmul(dy_e, builder.load(at(D_skip_, e))), sum_du)
-            builder.store(zero, sum_ddt)
-            dy_v, u_v, dt_v, dtu_v = (splat(builder, x, LANES) for x in (dy_e, u_e, dt_e, dtu))
+            builder.store(builder.fmul(dy_e, builder.load(at(D_skip_, e))), at(du_, e))
+            builder.store(zero, at(ddt_, e))
+        spill_ddt = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
+        spill_du = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
+        vec_zero = ir.Constant(ir.VectorType(F32, LANES), [0.0] * LANES)
+        n_vectors = builder.udiv(builder.add(N, intp(LANES - 1)), intp(LANES))
 
-            with cgutils.for_range(builder, n_vectors) as vector:
-                n0 = builder.mul(vector.index, intp(LANES))
-                left = builder.sub(N, n0)
-                mask = lanes_below(builder, left, LANES)
+        # Blocks of LANES states outside, channels inside: the sums over e into dB and dC
+        # stay in registers through all the channels instead of passing through memory.
+        with cgutils.for_range(builder, n_vectors) as vector:
+            n0 = builder.mul(vector.index, intp(LANES))
+            left = builder.sub(N, n0)
+            mask = lanes_below(builder, left, LANES)
 
-                def load(ptr):
-                    return masked_load(builder, ptr, mask)
+            def load(ptr):
+                return masked_load(builder, ptr, mask)
 
-                def add_to(ptr, term):
-                    masked_store(builder, builder.fadd(load(ptr), term), ptr, mask)
+            def add_to(ptr, term):
+                masked_store(builder, builder.fadd(load(ptr), term), ptr, mask)
+
+            B_v, C_v = load(lanes(B_, n0)), load(lanes(C_, n0))
+            sum_dB = cgutils.alloca_once_value(builder, vec_zero)
+            sum_dC = cgutils.alloca_once_value(builder, vec_zero)
+            with cgutils.for_range(builder, E) as channel:
+                e = channel.index
+                dy_e = builder.load(at(dy_, e))
+                u_e = builder.load(at(u_, e))
+                dt_e = builder.load(at(dt_, e))
+                dtu = builder.fmul(dt_e, u_e)
+                dy_v, u_v, dt_v, dtu_v = (splat(builder, x, LANES) for x in (dy_e, u_e, dt_e, dtu))
 
                 dA_v, prev_v, A_v = (load(lanes(a, e, n0)) for a in (dA_, prev_, A_))
-                B_v, C_v = load(lanes(B_, n0)), load(lanes(C_, n0))
                 s_v = builder.fadd(builder.fmul(dA_v, prev_v), builder.fmul(dtu_v, B_v))
-                add_to(lanes(dC_, n0), builder.fmul(dy_v, s_v))
+                builder.store(builder.fadd(builder.load(sum_dC), builder.fmul(dy_v, s_v)), sum_dC)
                 g_slot = cgutils.alloca_once_value(builder, builder.fmul(dy_v, C_v))
                 with builder.if_then(carry_):
                     p = lanes(dssm_, e, n0)
@@ -99,11 +103,12 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
                 )
                 with builder.if_then(need_):
                     add_to(lanes(dA_log_, e, n0), builder.fmul(builder.fmul(dq, dt_v), A_v))
-                add_to(lanes(dB_, n0), builder.fmul(g_v, dtu_v))
+                builder.store(builder.fadd(builder.load(sum_dB), builder.fmul(g_v, dtu_v)), sum_dB)
                 t_du = builder.fmul(g_v, builder.fmul(dt_v, B_v))
 
                 # The ordered sums over n: a whole vector lane by lane from registers, a
                 # partial one from a spill, only its lanes below N.
+                sum_ddt, sum_du = at(ddt_, e), at(du_, e)
                 with builder.if_else(builder.icmp_signed(">=", left, intp(LANES))) as (
                     whole,
                     partial,
@@ -123,8 +128,8 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
                                 first = builder.bitcast(spill, F32.as_pointer())
                                 term = builder.load(builder.gep(first, [lane.index]))
                                 builder.store(builder.fadd(builder.load(total), term), total)
-            builder.store(builder.load(sum_du), at(du_, e))
-            builder.store(builder.load(sum_ddt), at(ddt_, e))
+            masked_store(builder, builder.load(sum_dB), lanes(dB_, n0), mask)
+            masked_store(builder, builder.load(sum_dC), lanes(dC_, n0), mask)
         return context.get_dummy_value()
 
     return sig, codegen

@@ -3,6 +3,10 @@ the model uses, and no libm anywhere on the coding path."""
 
 import numpy as np
 import pytest
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from mambazip.kernels import detmath
 
@@ -110,3 +114,40 @@ def test_softmax_survives_extreme_logits():
     probs = np.empty_like(logits)
     detmath.softmax32(probs, logits)
     assert probs[7] == 1.0 and probs.sum() == 1.0
+
+
+@intrinsic
+def _apply_exp_vector(typingctx, out, x):
+    """out[i:i+16] = detmath.exp_vector(x[i:i+16]) for contiguous float32 arrays whose length
+    is a multiple of 16."""
+    sig = types.none(out, x)
+
+    def codegen(context, builder, signature, args):
+        out_arr, x_arr = (context.make_array(t)(context, builder, a)
+                          for t, a in zip(signature.args, args, strict=True))  # fmt: skip
+        intp = context.get_value_type(types.intp)
+        n = builder.udiv(builder.extract_value(x_arr.shape, 0), intp(16))
+        vec = ir.VectorType(ir.FloatType(), 16).as_pointer()
+        with cgutils.for_range(builder, n) as loop:
+            i = builder.mul(loop.index, intp(16))
+            src = builder.bitcast(builder.gep(x_arr.data, [i]), vec)
+            dst = builder.bitcast(builder.gep(out_arr.data, [i]), vec)
+            builder.store(detmath.exp_vector(builder, builder.load(src, align=4)), dst, align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit
+def _exp_vector_of(out, x):
+    _apply_exp_vector(out, x)
+
+
+def test_exp_in_vector_ir_gives_the_bits_of_exp32_on_every_64th_float():
+    bits = np.arange(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(f32)  # every kind of float: infinities, NaNs, subnormals, zeros
+    x = x[: x.shape[0] // 16 * 16]
+    want, got = np.empty_like(x), np.empty_like(x)
+    detmath.apply_exp32(want, x)
+    _exp_vector_of(got, x)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

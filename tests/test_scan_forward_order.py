@@ -12,8 +12,10 @@ from mambazip.kernels.detmath import apply_exp32
 from mambazip.kernels.forward import ssm_forward
 
 f32 = np.float32
-# (E, N): N a multiple of the 16-lane vectors, below, above and between them.
-SHAPES = [(64, 16), (8, 4), (12, 5), (16, 32), (6, 20), (5, 1), (9, 17)]
+# (E, N): N a multiple of the 16-lane vectors, below, above and between them; E below 16
+# (channels one by one), a multiple of 16 (16 channels at a time) and both.
+SHAPES = [(64, 16), (8, 4), (12, 5), (16, 32), (6, 20), (5, 1), (9, 17), (16, 5), (32, 20),
+          (37, 17)]  # fmt: skip
 
 
 def documented_order(ssm, u, dt, B, C, A, D_skip):

@@ -13,6 +13,7 @@ over their normal range; softplus, sigmoid and silu within a few ulp.
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 f32 = np.float32
@@ -189,3 +190,39 @@ def apply_sigmoid32(out, x):
 def apply_silu32(out, x):
     for i in range(x.size):
         out.flat[i] = silu32(x.flat[i])
+
+
+def exp_vector(builder, x):
+    """``exp32`` of every lane of the float vector ``x``, emitted as LLVM IR (for the kernels
+    written as vector IR): exp32's operations in exp32's order, lane by lane, so every lane
+    has exp32's bits (tests/test_detmath.py checks every 64th float)."""
+    vec = x.type
+    lanes = vec.count
+    ints = ir.VectorType(ir.IntType(32), lanes)
+
+    def const(value):
+        return ir.Constant(vec, [float(f32(value))] * lanes)
+
+    def above(a, bound):
+        return builder.fcmp_ordered(">", a, const(bound))
+
+    def below(a, bound):
+        return builder.fcmp_ordered("<", a, const(bound))
+
+    xc = builder.select(above(x, EXP_MAX), const(EXP_MAX), x)
+    xc = builder.select(below(xc, EXP_MIN), const(EXP_MIN), xc)
+    floor = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vec, [vec]), f"llvm.floor.v{lanes}f32"
+    )
+    kf = builder.call(floor, [builder.fadd(builder.fmul(xc, const(LOG2E)), const(0.5))])
+    r = builder.fsub(
+        builder.fsub(xc, builder.fmul(kf, const(LN2_HI))), builder.fmul(kf, const(LN2_LO))
+    )
+    p = const(1.0 / 5040.0)
+    for c in (1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0):
+        p = builder.fadd(builder.fmul(p, r), const(c))
+    k = builder.add(builder.fptosi(kf, ints), ir.Constant(ints, [127] * lanes))
+    scale = builder.bitcast(builder.shl(k, ir.Constant(ints, [23] * lanes)), vec)
+    result = builder.fmul(p, scale)
+    result = builder.select(above(x, EXP_MAX), const(np.inf), result)
+    return builder.select(below(x, EXP_MIN), const(0.0), result)

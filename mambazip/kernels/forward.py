@@ -20,7 +20,7 @@ from numba import njit
 from .detmath import exp32, silu32, softmax32, softplus32
 from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_V
 from .linalg import matvec, matvec_rows
-from .scan import scan_update_pass
+from .scan import scan_forward_pass
 from .views import carve
 
 f32 = np.float32
@@ -175,61 +175,26 @@ def ssm_forward(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
     y (E,) = ssm @ C + D_skip * u. Saves dA = exp(dt A) and ssm_prev, both (E, N).
     u, dt (E,); B, C (N,); D_skip (E,).
     """
-    E, N = ssm.shape
-    for e in range(E):
-        dte = dt[e]
-        for n in range(N):
-            dA[e, n] = exp32(dte * A[e, n])
-    # A loop that stores two arrays is kept scalar (Numba cannot tell LLVM that they do not
-    # overlap): the update, ssm = dA * ssm_prev + (dt u) B, is written in vector IR.
-    if N > 1 and B.strides[0] != 4:
-        raise ValueError("ssm_forward: B must be contiguous")
+    _check_scan_strides(ssm, dA, ssm_prev, B, C)
+    scan_forward_pass(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip, True)
+
+
+@njit(cache=True, error_model="numpy")
+def ssm_advance(y, ssm, u, dt, B, C, A, D_skip):
+    """``ssm_forward`` without saving dA and ssm_prev (the rerun's)."""
+    _check_scan_strides(ssm, ssm, ssm, B, C)
+    scan_forward_pass(y, ssm, ssm, ssm, u, dt, B, C, A, D_skip, False)
+
+
+@njit(cache=True, error_model="numpy")
+def _check_scan_strides(ssm, dA, ssm_prev, B, C):
+    """The vector IR of the scan reads the N states as contiguous vectors."""
+    N = ssm.shape[1]
+    if N > 1 and (B.strides[0] != 4 or C.strides[0] != 4):
+        raise ValueError("ssm_forward: B and C must be contiguous")
     for rows in (ssm, dA, ssm_prev):
         if N > 1 and rows.strides[1] != 4:
             raise ValueError("ssm_forward: the (E, N) arrays must have contiguous rows")
-    scan_update_pass(ssm, dA, ssm_prev, dt, u, B)
-    ssm_output(y, ssm, u, C, D_skip)
-
-
-@njit(cache=True, error_model="numpy")
-def ssm_advance(ssm, u, dt, B, A):
-    """The state update of ``ssm_forward`` alone, saving nothing (the rerun's): one loop that
-    stores one array, which LLVM vectorises."""
-    E, N = ssm.shape
-    for e in range(E):
-        dte = dt[e]
-        dtu = dte * u[e]
-        for n in range(N):
-            ssm[e, n] = exp32(dte * A[e, n]) * ssm[e, n] + dtu * B[n]
-
-
-@njit(cache=True, error_model="numpy")
-def ssm_output(y, ssm, u, C, D_skip):
-    """y (E,) = ssm (E, N) @ C (N,) + D_skip * u, each y[e] summed over n in order from +0.0.
-    Four channels at a time: four independent chains."""
-    E, N = ssm.shape
-    e = 0
-    while e + 4 <= E:
-        a0 = f32(0.0)
-        a1 = f32(0.0)
-        a2 = f32(0.0)
-        a3 = f32(0.0)
-        for n in range(N):
-            a0 += ssm[e, n] * C[n]
-            a1 += ssm[e + 1, n] * C[n]
-            a2 += ssm[e + 2, n] * C[n]
-            a3 += ssm[e + 3, n] * C[n]
-        y[e] = a0 + D_skip[e] * u[e]
-        y[e + 1] = a1 + D_skip[e + 1] * u[e + 1]
-        y[e + 2] = a2 + D_skip[e + 2] * u[e + 2]
-        y[e + 3] = a3 + D_skip[e + 3] * u[e + 3]
-        e += 4
-    while e < E:
-        acc = f32(0.0)
-        for n in range(N):
-            acc += ssm[e, n] * C[n]
-        y[e] = acc + D_skip[e] * u[e]
-        e += 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -335,14 +300,13 @@ def model_rerun(W, A, conv_state, ssm_state, pos, inputs, scratch, R, eps):
             silu_forward(u[t], xc[t])
         matvec_rows(dbc, W.x_proj[l], u, W.x_proj_bias[l])
         matvec_rows(dtp, W.dt_proj[l], dbc[:, :R], W.dt_bias[l])
-        last = l == L - 1  # the last mixer's output feeds only the head
         for t in range(T):
             softplus_forward(dt[t], dtp[t])
-            ssm_advance(ssm_state[l], u[t], dt[t], dbc[t, R : R + N], A[l])
-            if not last:
-                ssm_output(y[t], ssm_state[l], u[t], dbc[t, R + N :], W.D[l])
-        if last:
-            break
+            ssm_advance(
+                y[t], ssm_state[l], u[t], dt[t], dbc[t, R : R + N], dbc[t, R + N :], A[l], W.D[l]
+            )
+        if l == L - 1:
+            break  # the last mixer's output feeds only the head
         for t in range(T):
             gate_forward(yg[t], y[t], xz[t, E:])
         matvec_rows(mix, W.out_proj[l], yg, W.out_proj_bias[l])

@@ -1,5 +1,5 @@
-"""The selective scan's backward step, and the forward's state update, as one pass over the
-channels in LLVM vector IR.
+"""The selective scan's forward and backward steps, each one pass over the channels in LLVM
+vector IR.
 
 Written as plain Numba loops, the step needs nine passes over (E, N) arrays: a loop that
 writes more than one array, or carries a sum, is not vectorised, because Numba cannot tell
@@ -16,7 +16,19 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .simd import F32, I32, float_ptr, lanes_below, masked_load, masked_store, splat, vector_at
+from .detmath import exp_vector
+from .simd import (
+    F32,
+    I32,
+    add_in_order,
+    float_ptr,
+    lanes_below,
+    masked_load,
+    masked_store,
+    splat,
+    transpose,
+    vector_at,
+)
 
 LANES = 16  # states per vector: speed only, the order of every sum is fixed above
 
@@ -62,6 +74,7 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
         spill_du = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
         vec_zero = ir.Constant(ir.VectorType(F32, LANES), [0.0] * LANES)
         n_vectors = builder.udiv(builder.add(N, intp(LANES - 1)), intp(LANES))
+        n_groups = builder.udiv(E, intp(LANES))
 
         # Blocks of LANES states outside, channels inside: the sums over e into dB and dC
         # stay in registers through all the channels instead of passing through memory.
@@ -79,8 +92,10 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
             B_v, C_v = load(lanes(B_, n0)), load(lanes(C_, n0))
             sum_dB = cgutils.alloca_once_value(builder, vec_zero)
             sum_dC = cgutils.alloca_once_value(builder, vec_zero)
-            with cgutils.for_range(builder, E) as channel:
-                e = channel.index
+
+            def channel(e):
+                """Channel e's terms: dC, dB and dA_log and dssm in place; returns the
+                vectors of its ddt and du terms over this block's states."""
                 dy_e = builder.load(at(dy_, e))
                 u_e = builder.load(at(u_, e))
                 dt_e = builder.load(at(dt_, e))
@@ -105,9 +120,30 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
                     add_to(lanes(dA_log_, e, n0), builder.fmul(builder.fmul(dq, dt_v), A_v))
                 builder.store(builder.fadd(builder.load(sum_dB), builder.fmul(g_v, dtu_v)), sum_dB)
                 t_du = builder.fmul(g_v, builder.fmul(dt_v, B_v))
+                return t_ddt, t_du
 
-                # The ordered sums over n: a whole vector lane by lane from registers, a
-                # partial one from a spill, only its lanes below N.
+            # LANES channels at a time: their terms transposed, so that each channel's ordered
+            # sum over n runs in its own lane, one vector + per state.
+            with cgutils.for_range(builder, n_groups) as group:
+                e0 = builder.mul(group.index, intp(LANES))
+                channels = [builder.add(e0, intp(j)) for j in range(LANES)]
+                terms = [channel(e) for e in channels]
+                for k, out in ((0, ddt_), (1, du_)):
+                    ptrs = [at(out, e) for e in channels]
+                    acc = vec_zero
+                    for j, ptr in enumerate(ptrs):
+                        acc = builder.insert_element(acc, builder.load(ptr), I32(j))
+                    columns = transpose(builder, [t[k] for t in terms])
+                    acc = add_in_order(builder, acc, columns, left)
+                    for j, ptr in enumerate(ptrs):
+                        builder.store(builder.extract_element(acc, I32(j)), ptr)
+
+            # The last E % LANES channels one by one: the sums over n lane by lane, a whole
+            # vector from registers, a partial one from a spill, only its lanes below N.
+            done = builder.mul(n_groups, intp(LANES))
+            with cgutils.for_range(builder, builder.sub(E, done)) as rest:
+                e = builder.add(done, rest.index)
+                t_ddt, t_du = channel(e)
                 sum_ddt, sum_du = at(ddt_, e), at(du_, e)
                 with builder.if_else(builder.icmp_signed(">=", left, intp(LANES))) as (
                     whole,
@@ -136,43 +172,98 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
 
 
 @intrinsic
-def scan_update_pass(typingctx, ssm, dA, ssm_prev, dt, u, B):
-    """The state update of ``forward.ssm_forward``: for every channel e, ssm_prev[e] = ssm[e],
-    then ssm[e, n] = dA[e, n] * ssm[e, n] + (dt[e] u[e]) B[n], with the
-    operations of the plain loop. ssm, dA, ssm_prev (E, N) with contiguous rows; dt, u (E,);
-    B (N,) contiguous (checked by the caller)."""
-    arrays = (ssm, dA, ssm_prev, dt, u, B)
+def scan_forward_pass(typingctx, y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip, save):
+    """One step of ``forward.ssm_forward`` (the same arguments) in one pass over the
+    channels: for each, its N states LANES at a time, dA = exp32(dt A) (``exp_vector``), the
+    new state, and the terms of y. With ``save`` dA and the old state go to dA and ssm_prev;
+    without, those two are not touched. Needs unit strides along N in B, C and in the rows
+    of the (E, N) arrays (checked by the caller).
+
+    y[e] sums s[e, n] C[n] over n in order from +0.0, then adds D_skip[e] u[e]. LANES
+    channels at a time the terms are transposed, so that each channel's sum runs in its own
+    lane, one vector ``+`` per state; the last E % LANES channels sum lane by lane."""
+    arrays = (y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip)
     if not all(isinstance(a, types.Array) and a.dtype == types.float32 for a in arrays):
         return None
-    sig = types.none(*arrays)
+    if not isinstance(save, types.Boolean):
+        return None
+    sig = types.none(*arrays, save)
 
     def codegen(context, builder, signature, args):
         intp = context.get_value_type(types.intp)
-        ssm_, dA_, prev_, dt_, u_, B_ = (
-            context.make_array(signature.args[k])(context, builder, args[k]) for k in range(6)
+        y_, ssm_, dA_, prev_, u_, dt_, B_, C_, A_, D_skip_ = (
+            context.make_array(signature.args[k])(context, builder, args[k]) for k in range(10)
         )
+        save_ = args[10]
         E = builder.extract_value(ssm_.shape, 0)
         N = builder.extract_value(ssm_.shape, 1)
+        vec_zero = ir.Constant(ir.VectorType(F32, LANES), [0.0] * LANES)
+
+        def at(arr, *index):
+            return float_ptr(context, builder, arr, index)
 
         def lanes(arr, *index):
-            return vector_at(builder, float_ptr(context, builder, arr, index), intp(0), LANES)
+            return vector_at(builder, at(arr, *index), intp(0), LANES)
 
         n_vectors = builder.udiv(builder.add(N, intp(LANES - 1)), intp(LANES))
-        with cgutils.for_range(builder, E) as channel:
-            e = channel.index
-            dt_e = builder.load(float_ptr(context, builder, dt_, (e,)))
-            u_e = builder.load(float_ptr(context, builder, u_, (e,)))
-            dtu_v = splat(builder, builder.fmul(dt_e, u_e), LANES)
+
+        def block_terms(e, n0, mask):
+            """Channel e, states n0 ..: the state update; returns the vector of s C."""
+
+            def load(ptr):
+                return masked_load(builder, ptr, mask)
+
+            dt_e = builder.load(at(dt_, e))
+            dtu_v = splat(builder, builder.fmul(dt_e, builder.load(at(u_, e))), LANES)
+            dA_v = exp_vector(
+                builder, builder.fmul(splat(builder, dt_e, LANES), load(lanes(A_, e, n0)))
+            )
+            s_ptr = lanes(ssm_, e, n0)
+            s_v = load(s_ptr)
+            with builder.if_then(save_):
+                masked_store(builder, dA_v, lanes(dA_, e, n0), mask)
+                masked_store(builder, s_v, lanes(prev_, e, n0), mask)
+            B_v = load(lanes(B_, n0))
+            s_v = builder.fadd(builder.fmul(dA_v, s_v), builder.fmul(dtu_v, B_v))
+            masked_store(builder, s_v, s_ptr, mask)
+            return builder.fmul(s_v, load(lanes(C_, n0)))
+
+        def skip_term(e):
+            return builder.fmul(builder.load(at(D_skip_, e)), builder.load(at(u_, e)))
+
+        n_groups = builder.udiv(E, intp(LANES))
+        with cgutils.for_range(builder, n_groups) as group:
+            e0 = builder.mul(group.index, intp(LANES))
+            channels = [builder.add(e0, intp(j)) for j in range(LANES)]
+            acc = cgutils.alloca_once_value(builder, vec_zero)
             with cgutils.for_range(builder, n_vectors) as vector:
                 n0 = builder.mul(vector.index, intp(LANES))
-                mask = lanes_below(builder, builder.sub(N, n0), LANES)
-                s_ptr = lanes(ssm_, e, n0)
-                s_v = masked_load(builder, s_ptr, mask)
-                masked_store(builder, s_v, lanes(prev_, e, n0), mask)
-                dA_v = masked_load(builder, lanes(dA_, e, n0), mask)
-                B_v = masked_load(builder, lanes(B_, n0), mask)
-                s_v = builder.fadd(builder.fmul(dA_v, s_v), builder.fmul(dtu_v, B_v))
-                masked_store(builder, s_v, s_ptr, mask)
+                left = builder.sub(N, n0)
+                mask = lanes_below(builder, left, LANES)
+                columns = transpose(builder, [block_terms(e, n0, mask) for e in channels])
+                builder.store(add_in_order(builder, builder.load(acc), columns, left), acc)
+            sums = builder.load(acc)
+            for j, e in enumerate(channels):
+                total = builder.fadd(builder.extract_element(sums, I32(j)), skip_term(e))
+                builder.store(total, at(y_, e))
+
+        spill = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
+        done = builder.mul(n_groups, intp(LANES))
+        with cgutils.for_range(builder, builder.sub(E, done)) as rest:
+            e = builder.add(done, rest.index)
+            total = cgutils.alloca_once_value(builder, ir.Constant(F32, 0.0))
+            with cgutils.for_range(builder, n_vectors) as vector:
+                n0 = builder.mul(vector.index, intp(LANES))
+                left = builder.sub(N, n0)
+                builder.store(block_terms(e, n0, lanes_below(builder, left, LANES)), spill)
+                first = builder.bitcast(spill, F32.as_pointer())
+                with cgutils.for_range(
+                    builder,
+                    builder.select(builder.icmp_signed(">", left, intp(LANES)), intp(LANES), left),
+                ) as lane:
+                    term = builder.load(builder.gep(first, [lane.index]))
+                    builder.store(builder.fadd(builder.load(total), term), total)
+            builder.store(builder.fadd(builder.load(total), skip_term(e)), at(y_, e))
         return context.get_dummy_value()
 
     return sig, codegen

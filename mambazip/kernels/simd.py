@@ -60,3 +60,39 @@ def float_ptr(context, builder, arr, index):
 def vector_at(builder, ptr, i, lanes):
     """``ptr[i : i + lanes]`` (ptr a float pointer) as a vector pointer."""
     return builder.bitcast(builder.gep(ptr, [i]), ir.VectorType(F32, lanes).as_pointer())
+
+
+def transpose(builder, rows):
+    """The square matrix of ``rows`` (a list of as many vectors as each has lanes), transposed:
+    out[i][j] = rows[j][i]. Shuffles only, so the values keep every bit. Each stage swaps
+    one bit between the row and the column index of every element (off-diagonal blocks of
+    size 1, 2, 4, ...)."""
+    lanes = len(rows)
+    rows = list(rows)
+    b = 1
+    while b < lanes:
+        swap_lo = [c if not c & b else lanes + (c ^ b) for c in range(lanes)]
+        swap_hi = [c ^ b if not c & b else lanes + c for c in range(lanes)]
+        for r in range(lanes):
+            if r & b:
+                continue
+            a, c = rows[r], rows[r | b]
+            rows[r] = builder.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, lanes), swap_lo))
+            rows[r | b] = builder.shuffle_vector(
+                a, c, ir.Constant(ir.VectorType(I32, lanes), swap_hi)
+            )
+        b *= 2
+    return rows
+
+
+def add_in_order(builder, acc, columns, count=None):
+    """acc + columns[0] + columns[1] + ..., one rounded vector ``+`` at a time, left to right;
+    with ``count`` (an integer of the pointer width) only the first ``count`` columns."""
+    for i, column in enumerate(columns):
+        total = builder.fadd(acc, column)
+        if count is None:
+            acc = total
+        else:
+            keep = builder.icmp_signed(">", count, ir.Constant(count.type, i))
+            acc = builder.select(keep, total, acc)
+    return acc

@@ -9,7 +9,7 @@ operation   mambazip kernel (mambazip.kernels.linalg)     NumPy doing the same w
 ==========  ============================================  ==========================================
 forward     ``matvec(y, Wt, x, bias)``: y = bias + x@Wt   ``np.matmul(W, x, out=y); y += bias``
 backward    ``matvec_t_acc(dx, Wt, dy)``: dx += Wt @ dy   ``np.matmul(Wt, dy, out=t); dx += t``
-weight      ``outer_acc(dWt, x, dy)``: dWt += x ⊗ dy      ``np.multiply(x[:, None], dy, out=T);
+weight      ``outer_acc_rows`` of one token: dWt += x ⊗ dy ``np.multiply(x[:, None], dy, out=T);
                                                           dWt += T`` (NumPy has no BLAS ger)
 ==========  ============================================  ==========================================
 
@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from mambazip.kernels.linalg import matvec, matvec_t_acc, outer_acc
+from mambazip.kernels.linalg import matvec, matvec_t_acc, outer_acc_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import machine_line  # sibling script: shared machine line
@@ -73,10 +73,22 @@ def loop_matvec_t_acc(n, dx, Wt, dy):
         matvec_t_acc(dx, Wt, dy)
 
 
+def one_token(x, dy):
+    """outer_acc_rows' operands for dWt += x ⊗ dy: the token's rows (untied, so the last
+    two, the embedding's, are not read)."""
+    return (
+        x[None, :],
+        dy[None, :],
+        False,
+        np.zeros((1, x.shape[0]), np.float32),
+        np.zeros(1, np.int64),
+    )
+
+
 @njit
-def loop_outer_acc(n, dWt, x, dy):
+def loop_outer_acc(n, dWt, X, dY, tied, emb_dx, inputs):
     for _ in range(n):
-        outer_acc(dWt, x, dy)
+        outer_acc_rows(dWt, X, dY, tied, emb_dx, inputs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,8 +188,8 @@ def weight_op(o: Operands) -> Op:
         "dWᵀ += x dyᵀ",
         lambda: np.zeros_like(o.Wt),
         {
-            COMPILED: lambda n, dWt: loop_outer_acc(n, dWt, o.x, o.dy),
-            PYTHON: python_loop(lambda dWt: outer_acc(dWt, o.x, o.dy)),
+            COMPILED: lambda n, dWt: loop_outer_acc(n, dWt, *one_token(o.x, o.dy)),
+            PYTHON: python_loop(lambda dWt: outer_acc_rows(dWt, *one_token(o.x, o.dy))),
             NUMPY: python_loop(numpy_outer),
         },
     )
@@ -297,7 +309,7 @@ def table(results) -> list[str]:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description="Time mambazip's matvec, matvec_t_acc and outer_acc kernels against NumPy "
+        description="Time mambazip's matvec, matvec_t_acc and outer_acc_rows kernels against NumPy "
         "(BLAS) on the in_proj (1024x256) and out_proj (256x512) shapes."
     )
     p.add_argument("--trials", type=int, default=7, help="trials per measurement (default 7)")

@@ -4,6 +4,9 @@ Run once per format version, when that version is final:
 
     python scripts/make_golden.py
 
+A case added later is written alone (``python scripts/make_golden.py NAME``), by the code of
+the release it pins.
+
 A version's cases use the feature it introduced (version 2: truncated BPTT).
 Each golden case is NAME.bin (the original) and NAME.mz (its compressed form). Later
 releases must decode every golden file bit-exact (tests/test_golden.py); never regenerate the
@@ -11,6 +14,7 @@ files of a released version.
 """
 
 import hashlib
+import sys
 from pathlib import Path
 
 import mambazip
@@ -47,13 +51,34 @@ CASES = {
             {"bptt": 16, "optimizer": "sgd", "lr": 0.05, "scope": ["mixer_ssm", "mixer_conv"]},
         ),
         "default-preset": (TEXT[:400], {}, {}),
+        # Added in the fifth session, written by the code of the fourth (fedccd1): a tied head,
+        # every bias, and d_inner and d_state that are not multiples of the 16-lane vectors.
+        "tied-biases-e20-n20-bptt5": (
+            TEXT,
+            {
+                "d_model": 12,
+                "n_layer": 2,
+                "d_inner": 20,
+                "dt_rank": 2,
+                "d_state": 20,
+                "d_conv": 3,
+                "proj_bias": True,
+                "x_proj_bias": True,
+                "head_bias": True,
+                "tie_embeddings": True,
+            },
+            {"bptt": 5, "lr": 0.003},
+        ),
     },
 }
 
 
-def main():
+def main(only=None):
+    """Write the current version's cases, or only the case named ``only``."""
     GOLDEN.mkdir(parents=True, exist_ok=True)
     for name, (data, model, train) in CASES[VERSION].items():
+        if only is not None and name != only:
+            continue
         settings = mambazip.resolve_settings("default", model=model, train=train, seed=1234)
         assert format_version(settings) == VERSION, name
         blob = mambazip.compress(data, settings)
@@ -65,4 +90,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

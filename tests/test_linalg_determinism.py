@@ -1,5 +1,6 @@
 """linalg kernels: the documented summation order, float64 accuracy, the same bits on every CPU
-target (host vs NUMBA_CPU_NAME=generic), and no FMA in the compiled code.
+target (host vs NUMBA_CPU_NAME=generic), and no FMA in the compiled code (theirs and the
+vector-IR scans').
 
 Run as a script (``python test_linalg_determinism.py OUT.npz``) it evaluates every case and saves
 the float32 results; the cross-target test does that in two subprocesses.
@@ -16,6 +17,8 @@ import pytest
 from numba import njit
 
 from mambazip.kernels import linalg
+from mambazip.kernels.backward import ssm_backward
+from mambazip.kernels.forward import ssm_forward
 
 # (n_in, n_out) of Wt; n_out covers multiples of 16 and of 64, remainders 1..15, both at once
 # (96, 100: outer_acc_rows' 64-output blocks and a tail), and empty matrices.
@@ -44,7 +47,7 @@ def make_case(k):
 
 
 def run_kernels(case):
-    """The six kernels on one case; matvec_t_acc and matvec_t_rows also on a strided view of
+    """The five kernels on one case; matvec_t_acc and matvec_t_rows also on a strided view of
     the same Wt."""
     Wt, x, dy = case["Wt"], case["x"], case["dy"]
     y = np.empty(Wt.shape[1], np.float32)
@@ -61,13 +64,11 @@ def run_kernels(case):
     linalg.matvec_t_rows(dX, Wt, case["dY_t"])
     dX_strided = case["dX_t"].copy()
     linalg.matvec_t_rows(dX_strided, wide[:, ::2], case["dY_t"])
-    dWt = case["dWt"].copy()
-    linalg.outer_acc(dWt, x, dy)
     dWt_rows = case["dWt"].copy()
     unused = np.zeros_like(case["X"]), np.zeros(TOKENS, np.int64)
     linalg.outer_acc_rows(dWt_rows, case["X"], case["dY"], False, *unused)
     return {"y": y, "y_rows": y_rows, "dx": dx, "dx_strided": dx_strided, "dX_rows": dX,
-            "dX_rows_strided": dX_strided, "dWt": dWt, "dWt_rows": dWt_rows}  # fmt: skip
+            "dX_rows_strided": dX_strided, "dWt_rows": dWt_rows}  # fmt: skip
 
 
 # Independent oracles in NumPy float32: each ufunc call rounds every element once (no FMA), and
@@ -110,7 +111,6 @@ def expected(case):
     return {"y": matvec_order(Wt, x, case["bias"]), "dx": dx, "dx_strided": dx,
             "dX_rows": dX, "dX_rows_strided": dX,
             "y_rows": y_rows.reshape(TOKENS, Wt.shape[1]),
-            "dWt": case["dWt"] + np.outer(x, dy),
             "dWt_rows": rows_order(case["dWt"], case["X"], case["dY"])}  # fmt: skip
 
 
@@ -142,7 +142,7 @@ def test_kernels_close_to_float64(k):
     matvec_t_acc and matvec_t_rows: dx + n_out products, m = 1 + ceil(n_out/16) + 4 + 1
     (product, lane chain, 4 tree levels, final +=), e.g. 75 for n_out = 1024, i.e. < 5e-6
     relative;
-    outer_acc: dWt + x dy, m = 2; outer_acc_rows: dWt + TOKENS products, m = TOKENS + 1."""
+    outer_acc_rows: dWt + TOKENS products, m = TOKENS + 1."""
     c = {key: v.astype(np.float64) for key, v in make_case(k).items()}
     got = run_kernels(make_case(k))
     n_in, n_out = c["Wt"].shape
@@ -161,8 +161,6 @@ def test_kernels_close_to_float64(k):
     magnitude_rows_t = np.abs(c["dX_t"]) + np.abs(c["dY_t"]) @ aW.T
     for name in ("dX_rows", "dX_rows_strided"):
         check(name, got[name], c["dX_t"] + c["dY_t"] @ c["Wt"].T, magnitude_rows_t, m_t)
-    outer = np.outer(c["x"], c["dy"])
-    check("dWt", got["dWt"], c["dWt"] + outer, np.abs(c["dWt"]) + np.abs(outer), 2)
     rows = c["X"].T @ c["dY"]
     magnitude_rows = np.abs(c["dWt"]) + np.abs(c["X"]).T @ np.abs(c["dY"])
     check("dWt_rows", got["dWt_rows"], c["dWt"] + rows, magnitude_rows, TOKENS + 1)
@@ -218,11 +216,18 @@ def compiled_asm(dispatcher):
     fresh = njit(error_model="numpy")(dispatcher.py_func)
     case = make_case(SHAPES.index((40, 40)))
     Wt, x, dy = case["Wt"], case["x"], case["dy"]
+    E, N = 40, 20  # the scans: 16 channels at a time and one by one, whole and partial vectors
+
+    def scan_arrays(*shapes):
+        return [np.full(shape, 0.5, np.float32) for shape in shapes]
+
     args = {
+        "ssm_forward": scan_arrays(E, (E, N), (E, N), (E, N), E, E, N, N, (E, N), E),
+        "ssm_backward": (*scan_arrays(E, E, N, N, (E, N), E, (E, N), E, E, E, N, N, (E, N),
+                                      (E, N), (E, N), E), True, True),
         "matvec": (np.empty(40, np.float32), Wt, x, case["bias"]),
         "matvec_t_acc": (case["dx"].copy(), Wt, dy),
         "matvec_t_rows": (case["dX_t"].copy(), Wt, case["dY_t"]),
-        "outer_acc": (case["dWt"].copy(), x, dy),
         "outer_acc_rows": (case["dWt"].copy(), case["X"], case["dY"], False,
                            np.zeros_like(case["X"]), np.zeros(TOKENS, np.int64)),
     }[dispatcher.__name__]  # fmt: skip
@@ -231,7 +236,7 @@ def compiled_asm(dispatcher):
 
 
 @pytest.mark.parametrize("kernel", [linalg.matvec, linalg.matvec_t_acc, linalg.matvec_t_rows,
-                                    linalg.outer_acc, linalg.outer_acc_rows],
+                                    linalg.outer_acc_rows, ssm_forward, ssm_backward],
                          ids=lambda f: f.__name__)  # fmt: skip
 def test_no_fma_in_compiled_kernels(kernel):
     for asm in compiled_asm(kernel):

@@ -17,9 +17,10 @@ The weight gradients of the linear layers and the embedding are not formed token
 each token's layer inputs and output gradients are rows of ``Deferred`` buffers, and
 ``flush_weight_grads`` adds a chunk of tokens at once, newest first, so the bits do not
 depend on how many tokens a chunk holds.
-Argument order: input gradients, weight gradients, output gradient, saved activations, weights.
-Weight gradients are accumulated (+=); ``optim`` consumes and zeroes them. ``need`` (N_TENSORS,)
-says which weight gradients to form at all: untrained tensors cost nothing.
+Argument order of the layer functions: input gradients, weight gradients, output gradient,
+saved activations, weights. Weight gradients are accumulated (+=); ``optim`` consumes and
+zeroes them. ``need`` (N_TENSORS,) says which weight gradients to form at all: untrained
+tensors cost nothing.
 Dimensions as in ``layout``.
 """
 
@@ -60,9 +61,10 @@ from .scan import scan_backward_pass
 
 f32 = np.float32
 
-# Per-token rows (C tokens) of the chunk's gradients: each linear layer's input ("_x") and
-# output gradient ("_dy"), the deferred weight-gradient terms, and the other gradients that
-# pass from one layer type to the next.
+# Per-token rows (C tokens) of a chunk's backward: each linear layer's input ("_x") and
+# output gradient ("_dy"), the terms ``flush_weight_grads`` defers, and (the last four) the
+# gradients that pass from one layer type to the next, kept per token so that a layer's
+# linear products can take all the chunk's tokens at once.
 Deferred = namedtuple(
     "Deferred",
     [
@@ -141,8 +143,8 @@ def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_
     Per element, with dq = (g ssm_prev) dA: the ddt term is dq A + g (u B), the du term
     g (dt B), the dA_log term (dq dt) A, the dB term g (dt u), the dC term dy (dA ssm_prev +
     (dt u) B). Sums over e run in increasing e, sums over n in increasing n from +0.0 (du
-    from dy D). One pass over the channels in vector IR (``scan.scan_backward_pass``), which
-    reads the N states of a channel as contiguous vectors.
+    from dy D). One pass in vector IR (``scan.scan_backward_pass``), which reads the N
+    states of a channel as contiguous vectors.
     """
     for vectors in (dB, dC, B, C):
         if vectors.shape[0] > 1 and vectors.strides[0] != 4:
@@ -184,7 +186,9 @@ def conv_backward(dxin, dconv_w, dconv_b, dpend, dxc, conv_in, conv_w, need_w, n
 @njit(cache=True, error_model="numpy")
 def head_backward(G, dfr, work, dims, W, targets, need, scale):
     """From the pdfs to the residual stream after the last layer, for the n tokens of
-    ``targets`` (n,): dfr.emb_dx[:n] (n, D) = the gradients of x_f (overwritten)."""
+    ``targets`` (n,): dfr.emb_dx[:n] (n, D) = the gradients of x_f. Overwrites the rows of
+    head_dy (the logits' gradients), dh and, with need[LM_HEAD], head_x; adds to G.norm_f
+    and G.lm_head_bias."""
     n = targets.shape[0]
     V = dims[DIM_V]
     dlogits = dfr.head_dy[:n]
@@ -275,6 +279,8 @@ def chunk_backward(G, W, A, work, dims, inputs, targets, need, scale, carry, dss
     n tokens, then each layer from the last, then the weight terms (``flush_weight_grads``).
     ``carry``, ``dssm``, ``dpend``: see the module docstring; A (L, E, N) = -exp(W.A_log)."""
     n = inputs.shape[0]
+    if targets.shape[0] != n or work.shape[0] < n or dfr.emb_dx.shape[0] < n:
+        raise ValueError("chunk_backward: more tokens than saved forwards or buffer rows")
     head_backward(G, dfr, work, dims, W, targets, need, scale)
     for l in range(dims[DIM_L] - 1, -1, -1):
         mixer_backward(G, dfr, work, dims, n, l, W, A, need, carry, dssm, dpend)

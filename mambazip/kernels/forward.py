@@ -172,29 +172,41 @@ def ssm_forward(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
     """One step of the selective scan, discretised as in Mamba-1.
 
     ssm (E, N) updated in place: ssm = exp(dt A) * ssm + (dt u) B, A (E, N) = -exp(A_log);
-    y (E,) = ssm @ C + D_skip * u. Saves dA = exp(dt A) and ssm_prev, both (E, N).
-    u, dt (E,); B, C (N,); D_skip (E,).
+    y (E,) = ssm @ C + D_skip * u, each y[e] summed over n in order from +0.0. Saves
+    dA = exp(dt A) and ssm_prev, both (E, N). u, dt (E,); B, C (N,); D_skip (E,).
+    One pass over the channels in vector IR (``scan.scan_forward_pass``).
     """
-    _check_scan_strides(ssm, dA, ssm_prev, B, C)
+    _check_scan_arrays(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip)
     scan_forward_pass(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip, True)
 
 
 @njit(cache=True, error_model="numpy")
 def ssm_advance(y, ssm, u, dt, B, C, A, D_skip):
     """``ssm_forward`` without saving dA and ssm_prev (the rerun's)."""
-    _check_scan_strides(ssm, ssm, ssm, B, C)
+    _check_scan_arrays(y, ssm, ssm, ssm, u, dt, B, C, A, D_skip)
     scan_forward_pass(y, ssm, ssm, ssm, u, dt, B, C, A, D_skip, False)
 
 
 @njit(cache=True, error_model="numpy")
-def _check_scan_strides(ssm, dA, ssm_prev, B, C):
-    """The vector IR of the scan reads the N states as contiguous vectors."""
-    N = ssm.shape[1]
-    if N > 1 and (B.strides[0] != 4 or C.strides[0] != 4):
-        raise ValueError("ssm_forward: B and C must be contiguous")
-    for rows in (ssm, dA, ssm_prev):
-        if N > 1 and rows.strides[1] != 4:
-            raise ValueError("ssm_forward: the (E, N) arrays must have contiguous rows")
+def _check_scan_arrays(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
+    """The vector IR of the scan reads the N states of a channel as contiguous vectors and
+    trusts the shapes: a wrong call must raise, not read past an array or misread it."""
+    E, N = ssm.shape
+    ok = _rows_ok(ssm, E, N) and _rows_ok(dA, E, N) and _rows_ok(ssm_prev, E, N)
+    ok = ok and _rows_ok(A, E, N) and _states_ok(B, N) and _states_ok(C, N)
+    ok = ok and y.shape[0] == E and u.shape[0] == E and dt.shape[0] == E
+    if not (ok and D_skip.shape[0] == E):
+        raise ValueError("ssm scan: shapes that do not match, or N axes that are not contiguous")
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _rows_ok(rows, E, N):
+    return rows.shape[0] == E and rows.shape[1] == N and (N < 2 or rows.strides[1] == 4)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _states_ok(vector, N):
+    return vector.shape[0] == N and (N < 2 or vector.strides[0] == 4)
 
 
 @njit(cache=True, error_model="numpy")

@@ -23,8 +23,9 @@ into whole registers (4 x SSE, 2 x AVX, 1 x AVX-512, 4 x NEON) without changing 
 computes, so the result does not depend on the SIMD width. The IR carries no fast-math flags.
 
 Batched forms, each element with the same operations in the same order: ``matvec_rows``
-(``matvec`` of several inputs, the weights read once) and ``outer_acc_rows`` (the weight
-gradient of several tokens, newest first, a row block held in registers across them).
+(``matvec`` of several inputs, the weights read once), ``matvec_t_rows`` (``matvec_t_acc``
+of several tokens, the weights read once) and ``outer_acc_rows`` (the weight gradient of
+several tokens, newest first, row blocks held in registers across them).
 """
 
 import numpy as np
@@ -38,7 +39,8 @@ from .simd import float_ptr, lanes_below, masked_load, masked_store, splat, vect
 f32 = np.float32
 
 LANES = 16  # part of the numeric format: changing it changes dx bits
-ROWS = 4  # rows per vector call in matvec_t_acc: speed only, every row is summed alike
+ROWS = 4  # rows per vector call in matvec_t_acc and matvec_t_rows: speed only, every row is
+# summed alike
 TOKENS = 4  # tokens per vector call in matvec_t_rows: speed only, likewise
 
 
@@ -287,16 +289,6 @@ def matvec_t_rows(dX, Wt, dY):
         c += 1
 
 
-@njit(cache=True, error_model="numpy")
-def outer_acc(dWt, x, dy):
-    """dWt (n_in, n_out) += outer(x (n_in,), dy (n_out,)): the weight gradient of ``matvec``."""
-    for c in range(dWt.shape[0]):
-        xc = x[c]
-        row = dWt[c]
-        for o in range(dWt.shape[1]):
-            row[o] += xc * dy[o]
-
-
 BLOCK = 4  # vectors of LANES outputs held in registers across the tokens: speed only
 
 
@@ -396,10 +388,11 @@ _outer_acc_block = _make_outer_acc(OUTER_ROWS)
 @njit(cache=True, error_model="numpy")
 def outer_acc_rows(dWt, X, dY, tied, emb_dx, inputs):
     """dWt (n_in, n_out) += Σ_t outer(X[t], dY[t]) over the n rows of X (n, n_in) and
-    dY (n, n_out), newest (t = n-1) first: each element gets the same chain of ``+=`` as
-    ``outer_acc`` called for t = n-1, ..., 0, while each row of dWt stays in cache for all n
-    tokens instead of one pass over dWt per token. With ``tied`` (dWt is also the embedding's
-    gradient) token t's term is followed by dWt[:, inputs[t]] += emb_dx[t] (n, n_in).
+    dY (n, n_out), newest (t = n-1) first: each element gets one chain of ``+=``,
+    dWt[c, o] += X[t, c] * dY[t, o] for t = n-1, ..., 0, the order of one token at a time,
+    while each row of dWt stays in cache for all n tokens instead of one pass per token.
+    With ``tied`` (dWt is also the embedding's gradient) token t's term is followed by
+    dWt[:, inputs[t]] += emb_dx[t] (n, n_in).
 
     Without ``tied``, blocks of rows stay in registers for all n tokens (``_make_outer_acc``).
     With it, one token per pass over a row: folding four tokens into one expression, as

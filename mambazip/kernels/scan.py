@@ -1,14 +1,18 @@
 """The selective scan's forward and backward steps, each one pass over the channels in LLVM
 vector IR.
 
-Written as plain Numba loops, the step needs nine passes over (E, N) arrays: a loop that
-writes more than one array, or carries a sum, is not vectorised, because Numba cannot tell
-LLVM that its arrays do not overlap. Here each channel e is done at once, its N states
-LANES at a time in registers: the (E, N) arrays are read once and the two written once.
+Written as plain Numba loops, the backward step needs nine passes over (E, N) arrays and
+the forward three: a loop that writes more than one array, or carries a sum, is not
+vectorised, because Numba cannot tell LLVM that its arrays do not overlap. Here the N
+states of a channel are LANES at a time in registers, and every (E, N) array is read once
+and written once. The ordered sums over n of LANES channels are formed together: their
+terms are transposed in registers (``simd.transpose``), so that each channel's sum runs in
+its own lane, one vector ``+`` per state; the last E % LANES channels sum lane by lane.
 
 Every value is formed with the operations, and every sum in the order, documented in
-``backward.ssm_backward``: the sums over e run e = 0, 1, ... and the sums over n run
-n = 0, 1, ... from +0.0 (or from dy D for du), one rounded ``+`` at a time.
+``forward.ssm_forward`` and ``backward.ssm_backward``: the sums over e run e = 0, 1, ...
+and the sums over n run n = 0, 1, ... from +0.0 (or from dy D for du), one rounded ``+``
+at a time.
 """
 
 from llvmlite import ir

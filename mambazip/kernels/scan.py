@@ -25,6 +25,7 @@ from .simd import (
     F32,
     I32,
     add_in_order,
+    add_lanes_in_order,
     float_ptr,
     lanes_below,
     masked_load,
@@ -74,8 +75,7 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
                 builder.store(builder.fadd(builder.load(p), builder.fmul(dy_e, u_e)), p)
             builder.store(builder.fmul(dy_e, builder.load(at(D_skip_, e))), at(du_, e))
             builder.store(zero, at(ddt_, e))
-        spill_ddt = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
-        spill_du = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
+        spill = cgutils.alloca_once(builder, ir.VectorType(F32, LANES))
         vec_zero = ir.Constant(ir.VectorType(F32, LANES), [0.0] * LANES)
         n_vectors = builder.udiv(builder.add(N, intp(LANES - 1)), intp(LANES))
         n_groups = builder.udiv(E, intp(LANES))
@@ -142,32 +142,13 @@ def scan_backward_pass(typingctx, du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, 
                     for j, ptr in enumerate(ptrs):
                         builder.store(builder.extract_element(acc, I32(j)), ptr)
 
-            # The last E % LANES channels one by one: the sums over n lane by lane, a whole
-            # vector from registers, a partial one from a spill, only its lanes below N.
+            # The last E % LANES channels one by one, their sums over n lane by lane.
             done = builder.mul(n_groups, intp(LANES))
             with cgutils.for_range(builder, builder.sub(E, done)) as rest:
                 e = builder.add(done, rest.index)
                 t_ddt, t_du = channel(e)
-                sum_ddt, sum_du = at(ddt_, e), at(du_, e)
-                with builder.if_else(builder.icmp_signed(">=", left, intp(LANES))) as (
-                    whole,
-                    partial,
-                ):
-                    with whole:
-                        acc_ddt, acc_du = builder.load(sum_ddt), builder.load(sum_du)
-                        for j in range(LANES):
-                            acc_ddt = builder.fadd(acc_ddt, builder.extract_element(t_ddt, I32(j)))
-                            acc_du = builder.fadd(acc_du, builder.extract_element(t_du, I32(j)))
-                        builder.store(acc_ddt, sum_ddt)
-                        builder.store(acc_du, sum_du)
-                    with partial:
-                        builder.store(t_ddt, spill_ddt)
-                        builder.store(t_du, spill_du)
-                        with cgutils.for_range(builder, left) as lane:
-                            for spill, total in ((spill_ddt, sum_ddt), (spill_du, sum_du)):
-                                first = builder.bitcast(spill, F32.as_pointer())
-                                term = builder.load(builder.gep(first, [lane.index]))
-                                builder.store(builder.fadd(builder.load(total), term), total)
+                add_lanes_in_order(builder, at(ddt_, e), t_ddt, left, spill)
+                add_lanes_in_order(builder, at(du_, e), t_du, left, spill)
             masked_store(builder, builder.load(sum_dB), lanes(dB_, n0), mask)
             masked_store(builder, builder.load(sum_dC), lanes(dC_, n0), mask)
         return context.get_dummy_value()
@@ -259,14 +240,8 @@ def scan_forward_pass(typingctx, y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip, s
             with cgutils.for_range(builder, n_vectors) as vector:
                 n0 = builder.mul(vector.index, intp(LANES))
                 left = builder.sub(N, n0)
-                builder.store(block_terms(e, n0, lanes_below(builder, left, LANES)), spill)
-                first = builder.bitcast(spill, F32.as_pointer())
-                with cgutils.for_range(
-                    builder,
-                    builder.select(builder.icmp_signed(">", left, intp(LANES)), intp(LANES), left),
-                ) as lane:
-                    term = builder.load(builder.gep(first, [lane.index]))
-                    builder.store(builder.fadd(builder.load(total), term), total)
+                terms = block_terms(e, n0, lanes_below(builder, left, LANES))
+                add_lanes_in_order(builder, total, terms, left, spill)
             builder.store(builder.fadd(builder.load(total), skip_term(e)), at(y_, e))
         return context.get_dummy_value()
 

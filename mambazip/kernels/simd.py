@@ -85,14 +85,24 @@ def transpose(builder, rows):
     return rows
 
 
-def add_in_order(builder, acc, columns, count=None):
-    """acc + columns[0] + columns[1] + ..., one rounded vector ``+`` at a time, left to right;
-    with ``count`` (an integer of the pointer width) only the first ``count`` columns."""
+def add_in_order(builder, acc, columns, count):
+    """acc + columns[0] + columns[1] + ..., one rounded vector ``+`` at a time, left to right,
+    over the first ``count`` columns (an integer of the pointer width)."""
     for i, column in enumerate(columns):
-        total = builder.fadd(acc, column)
-        if count is None:
-            acc = total
-        else:
-            keep = builder.icmp_signed(">", count, ir.Constant(count.type, i))
-            acc = builder.select(keep, total, acc)
+        keep = builder.icmp_signed(">", count, ir.Constant(count.type, i))
+        acc = builder.select(keep, builder.fadd(acc, column), acc)
     return acc
+
+
+def add_lanes_in_order(builder, total, vector, count, spill):
+    """*total (a float pointer) += vector[0], then += vector[1], ..., one rounded ``+`` at a
+    time, over the first min(count, lanes) lanes; ``spill`` is a vector alloca to read the
+    lanes from."""
+    lanes = vector.type.count
+    builder.store(vector, spill)
+    first = builder.bitcast(spill, F32.as_pointer())
+    limit = ir.Constant(count.type, lanes)
+    n = builder.select(builder.icmp_signed(">", count, limit), limit, count)
+    with cgutils.for_range(builder, n) as lane:
+        term = builder.load(builder.gep(first, [lane.index]))
+        builder.store(builder.fadd(builder.load(total), term), total)

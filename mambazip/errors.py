@@ -23,3 +23,7 @@ class ChecksumError(MambazipError):
 
 class CheckpointError(MambazipError):
     """A model file that cannot be read, or does not fit the file being decompressed."""
+
+
+class MemoryLimitError(MambazipError):
+    """A file or model would need more memory than the limit allows (``--memlimit``)."""

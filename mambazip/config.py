@@ -167,6 +167,7 @@ class Settings:
     model: ModelConfig
     train: TrainConfig = field(default_factory=TrainConfig)
     seed: int = 0
+    mix: object = None  # a predictor.config.MixConfig, or None: the Mamba alone
 
     def __post_init__(self):
         if (
@@ -180,7 +181,10 @@ class Settings:
         train = {**dataclasses.asdict(self.train), "scope": list(self.train.scope)}
         if train["bptt"] == 1:
             del train["bptt"]  # so that bptt=1 files keep the format-1 header
-        return {"model": dataclasses.asdict(self.model), "train": train, "seed": self.seed}
+        out = {"model": dataclasses.asdict(self.model), "train": train, "seed": self.seed}
+        if self.mix is not None:
+            out["mix"] = self.mix.to_dict()  # absent for the Mamba alone: old headers stay
+        return out
 
     @classmethod
     def from_dict(cls, data):

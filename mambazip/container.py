@@ -1,16 +1,24 @@
 """The .mz file format, written and read as a stream.
 
-    magic        8 bytes   b"\\x89MZIP\\r\\n\\x1a"
+    magic        8 bytes   b"\x89MZIP\r\n\x1a"
     version      u16 LE
     header_len   u32 LE    at most MAX_HEADER
     header       JSON      {"settings": {...}, "block_size": n, "model_sha256": null | hex,
-                            "model_resume": bool (only with a model)}
+                            "model_resume": bool (only with a model),
+                            version 3 only: "name": str, "mtime": int, "size": int (each
+                            optional); "settings" and "block_size" may be left out of an
+                            empty stream}
     header_crc   u32 LE    CRC32 of the header bytes
-    blocks       each: u32 n_bytes (1..block_size), u32 n_words, n_words u32 LE range-coder words
+    blocks       each: u32 n_bytes (1..block_size), u32 n_words, n_words u32 LE range-coder
+                 words; version 3: n_words = STORED means n_bytes raw bytes follow instead
     end          u32 0, then u64 original length, u32 CRC32 of the original bytes
 
-Version 2 adds truncated BPTT (``bptt`` in the training settings). Files that need no
-version-2 feature are written as version 1, which older readers decode.
+Version 2 adds truncated BPTT (``bptt`` in the training settings). Version 3 adds the
+context-mixing predictor (``mix`` in the settings), stored blocks (a block whose coded form
+would be larger than its bytes is written raw; the predictor still learns it), the original
+file's name, mtime and size, and the short header of an empty stream. Files that need no
+newer feature are written in the oldest version that describes them, which older readers
+decode. Several streams may follow each other in one file: they decode as one output.
 
 Each block restarts the range coder (the model runs on across blocks), so the encoder writes
 as it goes and the decoder needs only one block in memory. Everything needed to start
@@ -28,10 +36,13 @@ from .config import Settings
 from .errors import ConfigError, FormatError, VersionError
 
 MAGIC = b"\x89MZIP\r\n\x1a"
-VERSION = 2  # the newest version this module reads and writes
+VERSION = 3  # the newest version this module reads and writes
 MAX_HEADER = 1 << 20
+MAX_HEADER_DEPTH = 16  # the settings nest 3 deep; deeper JSON is refused before it is parsed
 MAX_BLOCK = 1 << 24
 DEFAULT_BLOCK = 1 << 16
+MAX_NAME = 4096  # bytes of UTF-8 in a stored file name
+STORED = 0xFFFFFFFF  # n_words of a block stored raw (version 3)
 _U32 = struct.Struct("<I")
 _PREFIX = struct.Struct("<8sHI")
 _TRAILER = struct.Struct("<QI")
@@ -50,32 +61,46 @@ def _read_exact(f, n, what):
     return data
 
 
-def format_version(settings):
-    """The oldest format version that can describe ``settings``."""
+def format_version(settings, extras=False):
+    """The oldest format version that can describe ``settings`` (None: an empty stream) and,
+    with ``extras``, a version-3 header's name, mtime, size and stored blocks."""
+    if extras or settings is None or settings.mix is not None:
+        return 3
     return 2 if settings.train.bptt > 1 else 1
 
 
-def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model_resume=False):
+def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model_resume=False,
+                 extras=None):  # fmt: skip
     """``model_sha256``: the checkpoint compression started from; ``model_resume``: whether
-    it started from the checkpoint's optimizer state too, not only its weights."""
-    fields = {
-        "settings": settings.to_dict(),
-        "block_size": block_size,
-        "model_sha256": model_sha256,
-    }
+    it started from the checkpoint's optimizer state too, not only its weights. ``extras``:
+    a dict of version-3 fields ("name", "mtime", "size"; None values are left out), or None
+    for a header older versions can read. ``settings`` None: the short header of an empty
+    stream (version 3). Returns the version written."""
+    fields = {"model_sha256": model_sha256}
+    if settings is not None:
+        fields["settings"] = settings.to_dict()
+        fields["block_size"] = block_size
     if model_sha256 is not None:
         # Only with a model, so that files without one keep their bytes.
         fields["model_resume"] = bool(model_resume)
+    if extras is not None:
+        fields.update({k: v for k, v in extras.items() if v is not None})
+    version = format_version(settings, extras is not None)
     header = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
-    f.write(_PREFIX.pack(MAGIC, format_version(settings), len(header)))
+    f.write(_PREFIX.pack(MAGIC, version, len(header)))
     f.write(header)
     f.write(_U32.pack(zlib.crc32(header)))
+    return version
 
 
-def read_header(f):
-    """Read and validate the header; returns its dict with "settings" as a ``Settings``."""
+def read_header(f, following=False):
+    """Read and validate the header; returns its dict with "settings" as a ``Settings`` (None
+    for the short header of an empty stream), and "name", "mtime", "size" (None when
+    absent). ``following``: the header of a stream after another one."""
     prefix = f.read(_PREFIX.size)
     if len(prefix) < len(MAGIC) or prefix[: len(MAGIC)] != MAGIC:
+        if following:
+            raise FormatError("corrupt file: unexpected data after the end of the stream")
         raise FormatError("not a mambazip file (bad magic bytes)")
     if len(prefix) != _PREFIX.size:
         raise FormatError("truncated file: header is cut short")
@@ -93,24 +118,82 @@ def read_header(f):
     (crc,) = _U32.unpack(_read_exact(f, _U32.size, "header"))
     if zlib.crc32(raw) != crc:
         raise FormatError("corrupt header: checksum mismatch")
+    header = _parse(raw, version)
+    if version < 3 and any(header[k] is not None for k in ("name", "mtime", "size")):
+        raise FormatError(f"corrupt header: name, mtime or size in a version {version} file")
+    if header["settings"] is None and version < 3:
+        raise FormatError("corrupt header: no settings")
+    if header["settings"] is not None and format_version(header["settings"]) > version:
+        raise FormatError(f"corrupt header: settings need format version {version + 1}")
+    return {"version": version, **header}
+
+
+def _nesting_depth(raw):
+    """Deepest bracket nesting of a JSON text, strings skipped: measured before parsing, so
+    a hostile header cannot make the parser recurse."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == 0x5C:  # backslash
+                escaped = True
+            elif c == 0x22:  # quote
+                in_string = False
+        elif c == 0x22:
+            in_string = True
+        elif c in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _parse(raw, version):
+    if _nesting_depth(raw) > MAX_HEADER_DEPTH:
+        raise FormatError(f"corrupt header: JSON nested deeper than {MAX_HEADER_DEPTH}")
     try:
         header = json.loads(raw)
-        settings = Settings.from_dict(header["settings"])
-        block_size = header["block_size"]
+        if not isinstance(header, dict):
+            raise TypeError("not a JSON object")
+        empty = version >= 3 and "settings" not in header and "block_size" not in header
+        settings = None if empty else Settings.from_dict(header["settings"])
+        block_size = None if empty else header["block_size"]
         sha = header.get("model_sha256")
         resume = header.get("model_resume", False)
-    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        extras = {k: header.get(k) for k in ("name", "mtime", "size")}
+    except (ValueError, KeyError, TypeError, ConfigError, RecursionError) as exc:
         raise FormatError(f"corrupt header: {exc}") from None
-    if format_version(settings) > version:
-        raise FormatError(f"corrupt header: settings need format version {version + 1}")
-    if not isinstance(block_size, int) or not 1 <= block_size <= MAX_BLOCK:
+    if not empty and not (_is_int(block_size) and 1 <= block_size <= MAX_BLOCK):
         raise FormatError(f"corrupt header: block size {block_size!r}")
     if sha is not None and not (isinstance(sha, str) and len(sha) == 64):
         raise FormatError(f"corrupt header: model SHA-256 {sha!r}")
     if not isinstance(resume, bool):
         raise FormatError(f"corrupt header: model_resume {resume!r}")
-    return {"version": version, "settings": settings, "block_size": block_size,
-            "model_sha256": sha, "model_resume": resume}  # fmt: skip
+    name = extras["name"]
+    if name is not None and not _valid_name(name):
+        raise FormatError("corrupt header: stored file name")
+    for key in ("mtime", "size"):
+        value = extras[key]
+        if value is not None and not (_is_int(value) and 0 <= value < 1 << 63):
+            raise FormatError(f"corrupt header: {key} {value!r}")
+    return {"settings": settings, "block_size": block_size, "model_sha256": sha,
+            "model_resume": resume, **extras}  # fmt: skip
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _valid_name(name):
+    """A plain file name: no directory part, no control characters, bounded."""
+    if not isinstance(name, str) or name in ("", ".", ".."):
+        return False
+    if "/" in name or "\\" in name or any(ord(c) < 32 for c in name):
+        return False
+    return len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME
 
 
 def write_block(f, n_bytes, words):
@@ -119,21 +202,32 @@ def write_block(f, n_bytes, words):
     f.write(words.astype("<u4").tobytes())
 
 
+def write_stored_block(f, data):
+    """A version-3 block of raw bytes (its coded form would have been larger)."""
+    f.write(_U32.pack(len(data)))
+    f.write(_U32.pack(STORED))
+    f.write(data)
+
+
 def write_end(f, length, crc):
     f.write(_U32.pack(0))
     f.write(_TRAILER.pack(length, crc))
 
 
-def read_blocks(f, block_size):
-    """Yield (n_bytes, words) per block; at the end yield ("end", (length, crc))."""
+def read_blocks(f, block_size, version=VERSION):
+    """Yield (n_bytes, payload) per block: payload the uint32 range-coder words, or for a
+    stored block (version 3) the raw bytes; at the end yield ("end", (length, crc))."""
     while True:
         (n_bytes,) = _U32.unpack(_read_exact(f, _U32.size, "block header"))
         if n_bytes == 0:
             yield "end", _TRAILER.unpack(_read_exact(f, _TRAILER.size, "trailer"))
             return
-        if n_bytes > block_size:
+        if block_size is None or n_bytes > block_size:
             raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         (n_words,) = _U32.unpack(_read_exact(f, _U32.size, "block header"))
+        if n_words == STORED and version >= 3:
+            yield n_bytes, _read_exact(f, n_bytes, "stored block")
+            continue
         if n_words > max_words(n_bytes):
             raise FormatError(f"corrupt block: {n_words} words for {n_bytes} bytes")
         raw = _read_exact(f, 4 * n_words, "block payload")

@@ -50,6 +50,14 @@ SEGMENT_MEMORY = 256 << 20
 _OPTIMIZER_CODES = {"none": OPT_NONE, "sgd": OPT_SGD, "adam": OPT_ADAM}
 
 
+def replay_chunk_for(dims, bptt, replay_chunk=None):
+    """Forwards of a truncated-BPTT segment whose activations are kept: ``replay_chunk``, by
+    default as many as SEGMENT_MEMORY holds, at most the whole segment."""
+    if replay_chunk is None:
+        replay_chunk = SEGMENT_MEMORY // (4 * acts_size(dims))
+    return max(1, min(replay_chunk, bptt))
+
+
 class Model:
     """Parameters + recurrent state (conv ring buffer, SSM state) + activations of the last
     forward. Starts from the zero state. ``A`` = -exp(A_log) is formed here once, then by the
@@ -185,18 +193,20 @@ class OnlineLearner:
         self.freq = np.zeros(cfg.vocab, dtype=np.int32)
         self._byte = np.zeros(1, dtype=np.uint8)
         self._byte_freqs = np.zeros((2, cfg.vocab), dtype=np.int32)
+        self._byte_pdfs = np.zeros((2, cfg.vocab), dtype=f32)
         self._byte_p = np.zeros(1, dtype=f32)
+        self._no_freqs = np.zeros((0, cfg.vocab), dtype=np.int32)
+        self._no_pdfs = np.zeros((0, cfg.vocab), dtype=f32)
         learns = train.optimizer != "none" and self.ranges.shape[0] > 0
         self.seg = None
         if learns and train.bptt > 1:
-            if replay_chunk is None:
-                replay_chunk = SEGMENT_MEMORY // (4 * self.model.work.shape[0])
-            chunk = max(1, min(replay_chunk, train.bptt))
+            chunk = replay_chunk_for(self.model.dims, train.bptt, replay_chunk)
             self.seg, self._seg_ints, self._seg_floats = self.model.new_segment(train.bptt, chunk)
             self._seg_shape = (train.bptt, chunk)
         # Priming: the first byte is predicted after a fixed 0.
         self._forward(0)
         quantize(self.freq, self._probs())
+        self.pdf = self._probs().copy()
 
     def _forward(self, byte):
         m = self.model
@@ -222,30 +232,48 @@ class OnlineLearner:
         freqs = np.empty((n + 1, self.freq.shape[0]), dtype=np.int32)
         freqs[0] = self.freq
         p = np.empty(n, dtype=f32)
-        self._run(data, freqs, p)
+        self._run(data, freqs, self._no_pdfs, p)
         self.freq = freqs[n].copy()
         return freqs[:n], p
+
+    def advance_pdfs(self, data):
+        """``advance`` for a predictor that mixes the model's pdfs with other parts: returns
+        (pdfs, p), pdfs (n, V) float32 with row i the pdf of the byte after data[i]. Only
+        ``pdf`` is kept up to date (``freq`` goes stale)."""
+        n = data.shape[0]
+        pdfs = np.empty((n + 1, self.freq.shape[0]), dtype=f32)
+        p = np.empty(n, dtype=f32)
+        self._run(data, self._no_freqs, pdfs, p)
+        self.pdf = pdfs[n]
+        return pdfs[1:], p
 
     def advance_byte(self, byte):
         """``advance`` over the one byte ``byte``, as the decoder calls it, without the
         allocations: only ``freq`` is updated, to a view valid until the next call."""
         self._byte[0] = byte
-        self._run(self._byte, self._byte_freqs, self._byte_p)
+        self._run(self._byte, self._byte_freqs, self._no_pdfs, self._byte_p)
         self.freq = self._byte_freqs[1]
 
-    def _run(self, data, freqs, p):
+    def advance_byte_pdf(self, byte):
+        """``advance_pdfs`` over one byte without allocations: ``pdf`` becomes a view of the
+        next byte's pdf, valid until the next call."""
+        self._byte[0] = byte
+        self._run(self._byte, self._no_freqs, self._byte_pdfs, self._byte_p)
+        self.pdf = self._byte_pdfs[1]
+
+    def _run(self, data, freqs, pdfs, p):
         m = self.model
         if self.seg is None:
             run_bytes(
                 m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
                 self.need, self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
-                m.work, m.dssm, m.dpend, m.dfr, data, freqs, p,
+                m.work, m.dssm, m.dpend, m.dfr, data, freqs, pdfs, p,
             )  # fmt: skip
         else:
             run_segments(
                 m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
                 self.need, self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
-                self._seg_ints, self._seg_floats, *self._seg_shape, data, freqs, p,
+                self._seg_ints, self._seg_floats, *self._seg_shape, data, freqs, pdfs, p,
             )  # fmt: skip
 
     @property

@@ -74,7 +74,8 @@ def power(base, exponent):
 
 @njit(cache=True, error_model="numpy")
 def scheduled_lr(lr, step, warmup, decay):
-    """Learning rate of update ``step`` (1-based): linear warm-up over ``warmup`` updates, then
+    """Learning rate at ``step`` on the schedule's clock (bytes learned, this update's
+    included: the same clock for every bptt): linear warm-up over ``warmup`` bytes, then
     lr * min(1, sqrt(decay / step)) when ``decay`` > 0. Float64, rounded once to float32."""
     rate = lr
     if warmup > 0 and step < warmup:

@@ -41,9 +41,9 @@ from .step import (
     C_SEG,
     H_EPS,
     backward_tokens,
+    emit_pdf,
     forward_byte,
     optimizer_step,
-    quantize,
 )
 from .views import carve
 
@@ -199,14 +199,16 @@ def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyp
 @njit(cache=True, error_model="numpy")
 def run_segments(
     theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
-    conv_state, ssm_state, counters, seg_ints, seg_floats, bptt, chunk, data, freqs, p_coded,
+    conv_state, ssm_state, counters, seg_ints, seg_floats, bptt, chunk, data, freqs, pdfs,
+    p_coded,
 ):  # fmt: skip
     """The online loop over data (n,) uint8 with truncated BPTT, from a primed model; the
     segment is the one packed in seg_ints, seg_floats (see ``segment_views``).
 
     For each byte b: p_coded[i] = p(b) under the current float pdf; b becomes the target of
     the newest forward; if that completes the segment, update; feed b as the next forward;
-    freqs[i + 1] = the quantized pdf of the byte after it. freqs (n + 1, V), row 0 untouched.
+    row i + 1 = the pdf of the byte after it, quantized into freqs (n + 1, V) or copied into
+    pdfs (n + 1, V) when that has rows (``step.emit_pdf``); row 0 untouched.
     """
     seg = segment_views(seg_ints, seg_floats, dims, bptt, chunk)
     for i in range(data.shape[0]):
@@ -219,4 +221,4 @@ def run_segments(
                            conv_state, ssm_state, counters, seg, bptt, True)  # fmt: skip
         segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, b)
         t = counters[C_SEG] - 1
-        quantize(freqs[i + 1], acts_views(seg.work[t % chunk], dims).probs)
+        emit_pdf(freqs, pdfs, i + 1, acts_views(seg.work[t % chunk], dims).probs)

@@ -27,7 +27,7 @@ OPT_NONE, OPT_SGD, OPT_ADAM = 0, 1, 2
 
 # Positions in the int64 ``counters`` array: the ring-buffer slot of the newest conv input,
 # the number of optimizer steps taken, the byte fed to the last forward, the bytes learned
-# so far (the schedule's clock with bptt > 1) and the forwards in the current segment.
+# so far (the schedule's one clock, whatever bptt is) and the forwards in the current segment.
 C_POS, C_STEP, C_LAST_INPUT, C_BYTES, C_SEG = range(5)
 N_COUNTERS = 5
 
@@ -62,6 +62,17 @@ def quantize(freq, probs):
         for v in range(V):
             freq[v] = FREQ_TOTAL // V
         freq[0] += FREQ_TOTAL - (FREQ_TOTAL // V) * V
+
+
+@njit(cache=True, error_model="numpy")
+def emit_pdf(freqs, pdfs, row, probs):
+    """Hand out the pdf probs (V,) of the next byte as row ``row``: quantized into freqs
+    (rows, V) int32 for coding, or, when pdfs (rows, V) float32 has rows, copied there for a
+    predictor that mixes it with other parts (freqs is then not touched)."""
+    if pdfs.shape[0] > 0:
+        pdfs[row, :] = probs
+    else:
+        quantize(freqs[row], probs)
 
 
 @njit(cache=True, error_model="numpy")
@@ -115,13 +126,14 @@ def backward_tokens(theta, A, grad, offs, need, dims, work, inputs, targets, sca
 @njit(cache=True, error_model="numpy")
 def run_bytes(
     theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
-    conv_state, ssm_state, counters, work, dssm, dpend, dfr, data, freqs, p_coded,
+    conv_state, ssm_state, counters, work, dssm, dpend, dfr, data, freqs, pdfs, p_coded,
 ):  # fmt: skip
     """The online loop over data (n,) uint8, from a primed model.
 
     For each byte b: p_coded[i] = p(b) under the current float pdf; learn b (one exact bptt=1
-    optimizer step, unless the optimizer is none); feed b; freqs[i + 1] = the quantized pdf of
-    the byte after it. freqs (n + 1, V) int64, row 0 untouched (the caller's current pdf).
+    optimizer step, unless the optimizer is none); feed b; row i + 1 = the pdf of the byte
+    after it, quantized into freqs (n + 1, V) int32 or, when pdfs (n + 1, V) float32 is given
+    (has rows), copied there (``emit_pdf``); row 0 untouched (the caller's current pdf).
     """
     act = acts_views(work, dims)
     learn = int(hyper[H_OPTIMIZER]) != OPT_NONE and ranges.shape[0] > 0
@@ -135,10 +147,10 @@ def run_bytes(
             token[1] = b
             backward_tokens(theta, A, grad, offs, need, dims, saved, token[:1], token[1:],
                             f32(1.0), False, dssm, dpend, dfr)  # fmt: skip
+            counters[C_BYTES] += 1
             optimizer_step(
                 theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
-                counters[C_STEP] + 1,
+                counters[C_BYTES],
             )  # fmt: skip
-            counters[C_BYTES] += 1
         forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, b)
-        quantize(freqs[i + 1], act.probs)
+        emit_pdf(freqs, pdfs, i + 1, act.probs)

@@ -1,0 +1,107 @@
+"""The predictor the codec talks to: the next byte's 256 integer frequencies, from the Mamba
+alone (``mix`` none: the format before mixing, bit for bit), from the context mixer alone
+(``mix.mamba`` false), or from the context mixer with the Mamba's pdf as one of its parts.
+
+Both sides run the same calls: ``advance`` over a chunk when the bytes are known (the
+encoder, and the decoder on a stored block), ``advance_byte`` once per decoded byte. The
+Mamba's pdf of a byte depends only on the bytes before it, so over a chunk the Mamba runs
+first and the mixer then takes its pdfs row by row, exactly as it does byte by byte.
+"""
+
+import numpy as np
+
+from .config import VOCAB
+from .errors import ConfigError
+from .kernels.forward import acts_size
+from .kernels.segment import segment_sizes
+from .model import OnlineLearner, replay_chunk_for
+
+
+class Predictor:
+    """``freq`` (V,) int32 is always the table of the next byte. ``learner`` is the Mamba's
+    online learner (None when the mixer runs without it): what ``--save-model`` saves."""
+
+    def __init__(self, settings, model=None, resume=False, replay_chunk=None):
+        """``model``: a ``checkpoint.Checkpoint`` to start the Mamba from (``resume``: with
+        its optimizer state); ``replay_chunk``: see ``OnlineLearner``."""
+        mix = settings.mix
+        uses_mamba = mix is None or mix.mamba
+        if model is not None and not uses_mamba:
+            raise ConfigError("--model and --resume start the Mamba, which this mix leaves out")
+        self.learner = None
+        if uses_mamba:
+            if model is not None:
+                self.learner = model.learner(settings, resume, replay_chunk)
+            else:
+                self.learner = OnlineLearner(settings, replay_chunk=replay_chunk)
+        self.mixer = None
+        if mix is None:
+            self.freq = self.learner.freq
+            return
+        from .predictor import ContextMixer
+
+        self.mixer = ContextMixer(mix)
+        self.mixer.prime(self.learner.pdf if self.learner else None)
+        self.freq = self.mixer.freq
+
+    def advance(self, data, trust=None):
+        """Run over ``data`` (n,) uint8. Returns (freqs, p): freqs (n, V) int32, row i the
+        table data[i] is coded with; p (n,) float64, the probability the predictor gave
+        data[i] (the Mamba alone: its float pdf's, before quantization). ``trust``: see
+        ``ContextMixer.advance`` (mixing only)."""
+        if self.mixer is None:
+            freqs, p = self.learner.advance(data)
+            self.freq = self.learner.freq
+            return freqs, p.astype(np.float64)
+        pdfs = self.learner.advance_pdfs(data)[0] if self.learner else None
+        freqs, p = self.mixer.advance(data, pdfs, trust=trust)
+        self.freq = self.mixer.freq
+        return freqs, p
+
+    def advance_byte(self, byte):
+        """``advance`` over one decoded byte, without allocations: only ``freq`` moves on."""
+        if self.mixer is None:
+            self.learner.advance_byte(byte)
+            self.freq = self.learner.freq
+            return
+        if self.learner is None:
+            self.mixer.advance_byte(byte, None)
+        else:
+            self.learner.advance_byte_pdf(byte)
+            self.mixer.advance_byte(byte, self.learner.pdf)
+        self.freq = self.mixer.freq
+
+    def finish(self):
+        """End of the stream (see ``OnlineLearner.finish``)."""
+        if self.learner is not None:
+            self.learner.finish()
+
+    @property
+    def part_names(self):
+        return self.mixer.part_names if self.mixer is not None else ("mamba",)
+
+
+def memory_bytes(settings, replay_chunk=None, chunk=4096):
+    """Bytes the predictor of ``settings`` allocates (tables, parameters with gradient and
+    Adam moments, activations, truncated-BPTT buffers) and the codec's per-chunk tables of
+    ``chunk`` bytes: computed from the settings alone, so that a header can be refused
+    before anything is allocated."""
+    total = chunk * VOCAB * (4 + 4) + chunk * 16  # freqs, pdfs, p and bits of a chunk
+    mix = settings.mix
+    if mix is not None:
+        total += mix.memory_bytes()
+    if mix is not None and not mix.mamba:
+        return total
+    cfg, train = settings.model, settings.train
+    dims = cfg.dims()
+    L, K, E, N = cfg.n_layer, cfg.d_conv, cfg.d_inner, cfg.d_state
+    total += 4 * 4 * cfg.n_parameters  # weights, gradient, two Adam moments
+    total += 4 * (K * L * E + 2 * L * E * N)  # conv state, SSM state, A
+    total += 4 * acts_size(dims)
+    n_ints, n_floats = segment_sizes(dims, 1, 1)  # bptt=1 scratch
+    total += 8 * n_ints + 4 * n_floats
+    if train.bptt > 1 and train.optimizer != "none":
+        chunk_len = replay_chunk_for(dims, train.bptt, replay_chunk)
+        n_ints, n_floats = segment_sizes(dims, train.bptt, chunk_len)
+        total += 8 * n_ints + 4 * n_floats
+    return total

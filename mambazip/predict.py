@@ -15,6 +15,7 @@ from .errors import ConfigError
 from .kernels.forward import acts_size
 from .kernels.segment import segment_sizes
 from .model import OnlineLearner, replay_chunk_for
+from .params import flat_size
 
 
 class Predictor:
@@ -95,7 +96,7 @@ def memory_bytes(settings, replay_chunk=None, chunk=4096):
     cfg, train = settings.model, settings.train
     dims = cfg.dims()
     L, K, E, N = cfg.n_layer, cfg.d_conv, cfg.d_inner, cfg.d_state
-    total += 4 * 4 * cfg.n_parameters  # weights, gradient, two Adam moments
+    total += 4 * 4 * flat_size(cfg)  # weights, gradient, two Adam moments
     total += 4 * (K * L * E + 2 * L * E * N)  # conv state, SSM state, A
     total += 4 * acts_size(dims)
     n_ints, n_floats = segment_sizes(dims, 1, 1)  # bptt=1 scratch

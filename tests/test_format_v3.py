@@ -1,0 +1,225 @@
+"""Format version 3 (mambazip/container.py): stored blocks, the stored name, mtime and size,
+the short header of an empty stream, concatenated streams, and the decoder's refusal to run
+on for a block's declared length when its words cannot hold that many bytes."""
+
+import io
+import json
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from conftest import TINY_MODEL
+
+import mambazip
+from mambazip import codec, container
+from mambazip.errors import FormatError, MemoryLimitError
+from mambazip.kernels.segment import segment_sizes
+from mambazip.predict import Predictor, memory_bytes
+
+EXTRAS = {"name": "notes.txt", "mtime": 1_700_000_000, "size": None}
+
+
+def tiny(**train):
+    return mambazip.resolve_settings(model=TINY_MODEL, train=train or None)
+
+
+def compress(data, settings, block_size=container.DEFAULT_BLOCK, **extras):
+    out = io.BytesIO()
+    codec.compress_stream(io.BytesIO(data), out, settings, block_size, **extras)
+    return out.getvalue()
+
+
+def decompress(blob, **options):
+    out = io.BytesIO()
+    stats = codec.decompress_stream(io.BytesIO(blob), out, **options)
+    return out.getvalue(), stats
+
+
+def blocks(blob):
+    """(n_bytes, payload) of every block of a one-stream file."""
+    f = io.BytesIO(blob)
+    header = container.read_header(f)
+    return [b for b in container.read_blocks(f, header["block_size"], header["version"])][:-1]
+
+
+def random_bytes(n, seed=7):
+    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
+
+
+def test_incompressible_block_is_stored_raw_and_grows_the_file_by_its_framing_only():
+    data = random_bytes(20_000)
+    blob = compress(data, tiny(), **EXTRAS)
+    kinds = [type(payload) for _, payload in blocks(blob)]
+    assert kinds == [bytes]
+    one_byte = compress(b"y", tiny(), **EXTRAS)  # one byte costs more coded than raw
+    assert len(blob) - len(data) == len(one_byte) - 1
+    assert decompress(blob)[0] == data
+
+
+def test_stored_and_coded_blocks_mix_in_one_file_and_the_model_learns_both():
+    text = b"the decoder learns a stored block as the encoder did. " * 120
+    data = text + random_bytes(len(text)) + text
+    blob = compress(data, tiny(), block_size=len(text), **EXTRAS)
+    kinds = {type(payload) for _, payload in blocks(blob)}
+    assert kinds == {bytes, np.ndarray}
+    assert decompress(blob)[0] == data
+
+
+def test_files_without_version_3_fields_keep_their_older_version_and_store_nothing():
+    data = random_bytes(5000)
+    settings = tiny()
+    blob = compress(data, settings)
+    assert struct.unpack_from("<H", blob, 8)[0] == container.format_version(settings) < 3
+    assert all(isinstance(payload, np.ndarray) for _, payload in blocks(blob))
+
+
+def test_name_mtime_and_size_come_back_from_the_header():
+    data = b"a file with a name\n" * 10
+    blob = compress(data, tiny(), name="notes.txt", mtime=1_700_000_000, size=len(data))
+    seen = []
+    out, stats = decompress(blob, on_header=seen.append)
+    assert out == data
+    assert (stats.name, stats.mtime) == ("notes.txt", 1_700_000_000)
+    assert (seen[0]["name"], seen[0]["mtime"], seen[0]["size"]) == (
+        "notes.txt",
+        1_700_000_000,
+        len(data),
+    )
+
+
+def test_empty_input_gets_a_short_header_and_decodes_to_nothing():
+    blob = compress(b"", tiny(), **EXTRAS)
+    assert len(blob) < 100
+    out, stats = decompress(blob)
+    assert out == b"" and stats.original_bytes == 0 and stats.name == "notes.txt"
+
+
+def test_concatenated_streams_decode_as_one_output():
+    first, second = b"first stream\n" * 9, b"second, other settings\n" * 7
+    blob = (
+        compress(first, tiny(), **EXTRAS)
+        + compress(second, tiny(lr=0.002))
+        + compress(b"", tiny(), **EXTRAS)
+    )
+    out, stats = decompress(blob)
+    assert out == first + second
+    assert stats.original_bytes == len(first) + len(second)
+    assert stats.compressed_bytes == len(blob)
+
+
+def test_data_after_the_last_stream_is_a_corrupt_file():
+    blob = compress(b"some data" * 5, tiny(), **EXTRAS) + b"junk"
+    with pytest.raises(FormatError, match="unexpected data after the end"):
+        decompress(blob)
+
+
+def hostile_block_file(n_blocks, n_bytes, words=b""):
+    """A version-3 file whose blocks each declare n_bytes but carry only ``words``."""
+    head = io.BytesIO()
+    container.write_header(head, tiny(), container.MAX_BLOCK, extras=EXTRAS)
+    block = struct.pack("<II", n_bytes, len(words) // 4) + words
+    return head.getvalue() + block * n_blocks + struct.pack("<IQI", 0, n_blocks * n_bytes, 0)
+
+
+def test_blocks_that_declare_more_bytes_than_their_words_hold_stop_at_once():
+    decoded = []
+    with pytest.raises(FormatError, match="more than its data can hold"):
+        decompress(hostile_block_file(200, 65536), progress=lambda n, bits: decoded.append(n))
+    assert decoded == [], "the decoder ran on for the declared length"
+    with pytest.raises(FormatError, match="more than its data can hold"):
+        decompress(hostile_block_file(1, 1 << 24, words=b"\x5a" * 64))
+
+
+def test_the_code_length_bound_holds_for_real_blocks_at_both_extremes():
+    """The bound the decoder enforces (32 bits of code length per word, plus the coder's
+    state) is never reached by what the encoder writes: random bytes (the most bits per
+    byte) and one repeated byte (the fewest) both decode."""
+    for data in (random_bytes(30_000), b"\x00" * 30_000):
+        blob = compress(data, tiny())
+        assert decompress(blob)[0] == data
+
+
+def with_header(blob, header):
+    (length,) = struct.unpack_from("<I", blob, 10)
+    raw = json.dumps(header).encode()
+    rest = blob[14 + length + 4 :]
+    return blob[:10] + struct.pack("<I", len(raw)) + raw + struct.pack("<I", zlib.crc32(raw)) + rest
+
+
+def header_of(blob):
+    (length,) = struct.unpack_from("<I", blob, 10)
+    return json.loads(blob[14 : 14 + length])
+
+
+def test_deeply_nested_header_json_is_refused_without_recursing():
+    blob = compress(b"nested", tiny(), **EXTRAS)
+    raw = b"[" * 100_000 + b"]" * 100_000
+    bad = blob[:10] + struct.pack("<I", len(raw)) + raw + struct.pack("<I", zlib.crc32(raw))
+    with pytest.raises(FormatError, match="nested deeper"):
+        decompress(bad)
+
+
+@pytest.mark.parametrize("value", [True, 1.5, "65536", [1]])
+def test_mistyped_block_size_is_refused(value):
+    blob = compress(b"typed", tiny(), **EXTRAS)
+    with pytest.raises(FormatError, match="block size"):
+        decompress(with_header(blob, {**header_of(blob), "block_size": value}))
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("name", "../etc/passwd"), ("name", ""), ("name", 7), ("mtime", -1), ("mtime", True),
+     ("size", "big"), ("size", 2**63)],
+)  # fmt: skip
+def test_bad_stored_name_mtime_or_size_is_refused(field, value):
+    blob = compress(b"fields", tiny(), **EXTRAS)
+    with pytest.raises(FormatError, match="corrupt header"):
+        decompress(with_header(blob, {**header_of(blob), field: value}))
+
+
+def test_version_1_or_2_file_with_version_3_fields_is_corrupt():
+    blob = compress(b"old", tiny())
+    with pytest.raises(FormatError, match=r"in a version [12] file"):
+        decompress(with_header(blob, {**header_of(blob), "name": "x"}))
+
+
+def test_a_header_that_needs_more_memory_than_the_limit_is_refused_before_allocating():
+    """The fuzzer's 4,100-byte file: d_model 2 x 32 layers, d_inner 16384, d_conv 16,
+    bptt 1024 (15 M parameters, within the parameter bound)."""
+    blob = compress(b"x" * 100, tiny(), **EXTRAS)
+    header = header_of(blob)
+    header["settings"]["model"].update(
+        d_model=2, n_layer=32, d_inner=16384, d_conv=16, d_state=1, dt_rank=1
+    )
+    header["settings"]["train"]["bptt"] = 1024
+    with pytest.raises(MemoryLimitError, match="--memlimit"):
+        decompress(with_header(blob, header))
+
+
+def test_memlimit_below_what_the_settings_need_is_refused_on_both_sides():
+    settings = tiny()
+    need = memory_bytes(settings)
+    with pytest.raises(MemoryLimitError):
+        compress(b"data", settings, memlimit=need - 1)
+    blob = compress(b"data", settings, memlimit=need)
+    with pytest.raises(MemoryLimitError):
+        decompress(blob, memlimit=need - 1)
+    assert decompress(blob, memlimit=need)[0] == b"data"
+
+
+@pytest.mark.parametrize("bptt", [1, 16])
+def test_memory_estimate_covers_every_array_the_predictor_allocates(bptt):
+    settings = tiny(bptt=bptt)
+    learner = Predictor(settings).learner
+    m = learner.model
+    arrays = [m.params.flat, learner.grad, learner.adam_m, learner.adam_v, m.conv_state,
+              m.ssm_state, m.A, m.work]  # fmt: skip
+    if learner.seg is not None:
+        arrays += [learner._seg_ints, learner._seg_floats]
+    # The bptt=1 scratch is a one-token segment (Model.__init__), held through its views.
+    n_ints, n_floats = segment_sizes(m.dims, 1, 1)
+    allocated = sum(a.nbytes for a in arrays) + 8 * n_ints + 4 * n_floats
+    estimate = memory_bytes(settings)
+    chunk_tables = 4096 * 256 * 8 + 4096 * 16
+    assert allocated <= estimate - chunk_tables <= allocated + 4096

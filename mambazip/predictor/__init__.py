@@ -1,0 +1,174 @@
+"""Context-mixing byte predictor: context models, a match model and (optionally) the Mamba's pdf,
+combined per binary decision of the byte, turned into 256 integer frequencies per byte.
+
+The codec talks to ``ContextMixer`` only. Encoder: ``prime`` then ``advance`` over chunks;
+decoder: ``prime`` then ``advance_byte`` per decoded byte. Both run the same compiled loop
+(loop.run), so their tables are bit-identical.
+
+Parts, one module each: history (byte ring buffer, context hashes), counters (stretch / squash,
+bit counters, adaptive maps), context (hashed nibble-slot context models), match (match model),
+byte_pdf (the Mamba adapter), combiner (logistic mixing), apm (SSE), loop (the per-byte loop),
+config (MixConfig).
+"""
+
+import numpy as np
+
+from .apm import apm_init
+from .combiner import W_ONE, combiner_init
+from .config import DEFAULT, SMALL, MixConfig
+from .counters import map_init
+from .history import KIND_CODES
+from .loop import (
+    D_APM,
+    D_APM2_MASK,
+    D_APM_RATE,
+    D_BMASK,
+    D_CLIMIT,
+    D_FINAL,
+    D_FLR,
+    D_HMASK,
+    D_LR,
+    D_MAMBA,
+    D_MATCH,
+    D_MINLEN,
+    D_MLIMIT,
+    D_NCTX,
+    D_NIN,
+    D_NPARTS,
+    D_NSETS,
+    N_DIMS,
+    R_SETS,
+    V_APM1,
+    V_APM2,
+    V_APMM,
+    V_FREQ,
+    V_KINDS,
+    V_MAPS,
+    V_PARTS,
+    V_W,
+    V_WF,
+    allocate,
+    n_inputs,
+    prime,
+    run,
+    view,
+)
+
+__all__ = ["DEFAULT", "SMALL", "ContextMixer", "MixConfig"]
+
+BUCKET_SLOTS = 4  # context.BUCKET
+
+
+class ContextMixer:
+    """The predictor's whole state (flat buffers allocated once) and its per-byte API.
+
+    ``freq`` (256,) int32 is the frequency table of the next byte (each >= 1, sum 2^24); valid
+    after ``prime``. ``part_names`` names the columns of ``trust``.
+    """
+
+    def __init__(self, cfg=DEFAULT):
+        if not isinstance(cfg, MixConfig):
+            raise TypeError("cfg must be a MixConfig")
+        self.cfg = cfg
+        self.part_names = cfg.part_names
+        self.buffers, self.offs = allocate(cfg)
+        b = self.buffers
+        self._bufs = (b["u8"], b["u16"], b["u64"], b["i32"], b["i64"], b["f64"])
+        self.dims = self._dims(cfg)
+        self._init_tables(cfg)
+        self.freq = view(b, self.offs, V_FREQ)
+        # Work arrays of advance_byte and of calls without a Mamba or without trust.
+        self._byte = np.zeros(1, np.uint8)
+        self._pdf = np.zeros((1, 256), np.float32)
+        self._freqs1 = np.zeros((1, 256), np.int32)
+        self._p1 = np.zeros(1, np.float64)
+        self._trust1 = np.zeros((1, len(self.part_names)), np.float32)
+
+    @staticmethod
+    def _dims(cfg):
+        dims = np.zeros(N_DIMS, np.int64)
+        dims[D_NCTX] = len(cfg.context_kinds)
+        dims[D_NIN] = n_inputs(cfg)
+        dims[D_NSETS] = R_SETS if cfg.mamba else R_SETS - 1
+        dims[D_MATCH] = cfg.match
+        dims[D_MAMBA] = cfg.mamba
+        dims[D_FINAL] = cfg.final
+        dims[D_APM] = cfg.apm
+        dims[D_HMASK] = (1 << cfg.hist_log) - 1
+        dims[D_BMASK] = (1 << cfg.ctx_log) // BUCKET_SLOTS - 1
+        dims[D_MINLEN] = cfg.match_min
+        dims[D_CLIMIT] = cfg.counter_limit
+        dims[D_MLIMIT] = cfg.map_limit
+        dims[D_LR] = cfg.combiner_lr
+        dims[D_FLR] = cfg.final_lr
+        dims[D_APM_RATE] = cfg.apm_rate
+        dims[D_APM2_MASK] = (1 << cfg.apm_log) - 1
+        dims[D_NPARTS] = len(cfg.part_names)
+        return dims
+
+    def _init_tables(self, cfg):
+        b, offs = self.buffers, self.offs
+        kinds = cfg.context_kinds
+        view(b, offs, V_KINDS)[:] = [KIND_CODES[k] for k in kinds]
+        parts = view(b, offs, V_PARTS)
+        parts[:] = -1  # the bias column belongs to no part
+        parts[: len(kinds)] = np.arange(len(kinds))
+        col, part = len(kinds), len(kinds)
+        for on in (cfg.match, cfg.mamba):
+            if on:
+                parts[col : col + 2] = part
+                col, part = col + 2, part + 1
+        map_init(view(b, offs, V_MAPS))
+        for v in (V_APM1, V_APM2, V_APMM):
+            apm_init(view(b, offs, v))
+        nin = n_inputs(cfg)
+        w = view(b, offs, V_W).reshape(-1, nin)
+        combiner_init(w, W_ONE // 4)
+        w[:, nin - 1] = 0
+        combiner_init(view(b, offs, V_WF), W_ONE // int(self.dims[D_NSETS]))
+
+    def _pdf_arg(self, pdf, rows):
+        if not self.cfg.mamba:
+            if pdf is not None:
+                raise ValueError("this predictor was configured without the Mamba (mamba=False)")
+            return self._pdf, False
+        pdf = np.ascontiguousarray(pdf, dtype=np.float32).reshape(rows, 256)
+        return pdf, True
+
+    def prime(self, mamba_pdf=None):
+        """Set ``freq`` to the first byte's table (mamba_pdf (256,) float32: its pdf)."""
+        pdf, use = self._pdf_arg(mamba_pdf, 1)
+        prime(*self._bufs, self.offs, self.dims, pdf[0], use)
+
+    def advance(self, data, mamba_pdfs=None, trust=None):
+        """Code-side step over a chunk: data (n,) uint8; mamba_pdfs (n, 256) float32, row i the
+        pdf of the byte after data[i] (None without the Mamba); trust None or (n, P) float32,
+        filled with each part's share of |w x| over the 8 nodes of each byte.
+
+        Returns (freqs (n, 256) int32, the table each byte is coded with; p (n,) float64, its
+        probability freqs[i, data[i]] / 2^24). Afterwards ``freq`` is the next byte's table."""
+        data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+        n = data.shape[0]
+        pdfs, use = self._pdf_arg(mamba_pdfs, n) if n else (self._pdf, False)
+        freqs = np.empty((n, 256), np.int32)
+        p = np.empty(n, np.float64)
+        want = trust is not None
+        if want:
+            if trust.shape != (n, len(self.part_names)) or trust.dtype != np.float32:
+                raise ValueError(f"trust must be float32 of shape {(n, len(self.part_names))}")
+            trust[:] = 0.0
+        else:
+            trust = self._trust1
+        run(*self._bufs, self.offs, self.dims, data, pdfs, use, freqs, p, trust, want)
+        return freqs, p
+
+    def advance_byte(self, byte, mamba_pdf=None):
+        """Decode-side step: learn one byte, set ``freq`` to the next byte's table (mamba_pdf
+        (256,) float32: the pdf of that next byte). Allocates nothing."""
+        self._byte[0] = byte
+        if self.cfg.mamba:
+            self._pdf[0] = mamba_pdf
+        elif mamba_pdf is not None:
+            raise ValueError("this predictor was configured without the Mamba (mamba=False)")
+        run(*self._bufs, self.offs, self.dims, self._byte, self._pdf, self.cfg.mamba,
+            self._freqs1, self._p1, self._trust1, False)  # fmt: skip

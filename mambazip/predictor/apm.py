@@ -1,0 +1,39 @@
+"""APM / SSE: refine a probability by what it has meant before in a small context.
+
+Array (K contexts):
+    t (K * 33,) uint16     per context, 33 buckets at stretch(p) = -2048, -1920, ..., 2048
+                           holding 16-bit probabilities (p12 << 4 at the start)
+
+The output interpolates linearly between the two buckets around stretch(p); the update moves
+the nearer bucket towards the bit by 1/2^rate of the distance (paq style). At a bucket edge
+(stretch(p) = 128 k - 2048) the output is exactly bucket k's probability.
+"""
+
+import numpy as np
+from numba import njit
+
+from .counters import squash
+
+
+@njit(cache=True, error_model="numpy")
+def apm_init(t):
+    for i in range(t.shape[0]):
+        t[i] = np.uint16(squash((i % 33 - 16) * 128) * 16)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def apm_predict(t, ctx, st):
+    """(12-bit probability, bucket to update) for stretch value st in context ctx."""
+    u = np.int64(st) + 2048  # 1..4095
+    lo = u >> 7
+    w = u & 127
+    base = ctx * 33 + lo
+    p = (np.int64(t[base]) * (128 - w) + np.int64(t[base + 1]) * w) >> 11
+    return min(max(p, 1), 4095), base + (w >> 6)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def apm_update(t, idx, bit, rate):
+    v = np.int64(t[idx])
+    target = 65535 if bit else 0
+    t[idx] = np.uint16(v + ((target - v) >> rate))

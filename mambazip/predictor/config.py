@@ -1,0 +1,113 @@
+"""MixConfig: every setting of the context-mixing predictor that changes the coded bits.
+
+A compressed file records one in its header, so ``from_dict`` is strict (unknown fields, wrong
+types and out-of-range values raise ConfigError) and ``memory_bytes`` says what the tables will
+take before anything is allocated, so a hostile header can be refused first.
+
+Table sizes are log2 entry counts. The default config allocates 196 MB (``DEFAULT.memory_bytes()``,
+printed by scripts/bench_predictor.py); the largest sizes allowed here stay below 2 GB.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+# Context kinds, in the order their inputs enter the combiner. Orders 0..max_order come first.
+ORDER_KINDS = ("o0", "o1", "o2", "o3", "o4", "o5", "o6")
+WORD_KINDS = ("word", "word2")  # current word; current and previous word
+SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back alone
+
+# (low, high) inclusive bounds of the integer fields.
+_INT_BOUNDS = {
+    "max_order": (1, 6),
+    "ctx_log": (10, 25),  # slots of 32 bytes in the shared context table
+    "hist_log": (12, 26),  # history ring buffer bytes
+    "match_log": (10, 24),  # match table entries (int32 positions)
+    "match_min": (4, 12),  # bytes hashed to find a match
+    "apm_log": (8, 20),  # order-2 APM contexts (each 33 uint16)
+    "counter_limit": (1, 15),  # slowest counter rate 1 / (limit + 1.5)
+    "map_limit": (1, 1023),  # slowest adaptive-map rate
+    "combiner_lr": (1, 64),
+    "final_lr": (1, 64),
+    "apm_rate": (1, 12),  # APM update shift
+}
+_BOOL_FIELDS = ("mamba", "word", "sparse", "match", "final", "apm")
+
+
+@dataclass(frozen=True)
+class MixConfig:
+    """Settings of the context-mixing predictor (see module docstring)."""
+
+    mamba: bool = False  # the Mamba's pdf enters the combiner
+    max_order: int = 6  # context models of orders 0..max_order
+    word: bool = True  # the two word contexts
+    sparse: bool = True  # the two sparse contexts
+    match: bool = True  # the match model
+    final: bool = True  # a final combiner over the weight sets (else their stretch mean)
+    apm: bool = True  # APM stages after the combiner
+    ctx_log: int = 22
+    hist_log: int = 24
+    match_log: int = 22
+    match_min: int = 6
+    apm_log: int = 16
+    counter_limit: int = 14
+    map_limit: int = 255
+    combiner_lr: int = 6
+    final_lr: int = 2
+    apm_rate: int = 7
+
+    def __post_init__(self):
+        for name in _BOOL_FIELDS:
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"mix.{name} must be true or false, got {getattr(self, name)!r}")
+        for name, (lo, hi) in _INT_BOUNDS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+                raise ConfigError(f"mix.{name} must be an integer in {lo}..{hi}, got {value!r}")
+
+    @property
+    def context_kinds(self):
+        """Names of the context models, in input order."""
+        kinds = ORDER_KINDS[: self.max_order + 1]
+        if self.word:
+            kinds += WORD_KINDS
+        if self.sparse:
+            kinds += SPARSE_KINDS
+        return kinds
+
+    @property
+    def part_names(self):
+        """The parts whose combiner contributions ``trust`` reports, in its column order."""
+        names = self.context_kinds
+        if self.match:
+            names += ("match",)
+        if self.mamba:
+            names += ("mamba",)
+        return names
+
+    def memory_bytes(self):
+        """Bytes the predictor's tables allocate (the sum of ``loop.layout``)."""
+        from .loop import layout_bytes
+
+        return layout_bytes(self)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        """Build from ``to_dict`` output; unknown, mistyped or out-of-range fields raise
+        ConfigError. Missing fields take their defaults."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"mix settings must be a mapping, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown mix field(s): {', '.join(sorted(map(str, unknown)))}")
+        return cls(**data)
+
+
+DEFAULT = MixConfig()
+# Small tables for tests: compiles the same kernels, allocates about 2 MB.
+SMALL = MixConfig(ctx_log=14, hist_log=16, match_log=12, apm_log=10)

@@ -1,0 +1,101 @@
+"""The shared byte history and the context hashes computed from it once per byte.
+
+Arrays (H = 2^hist_log history bytes, C = number of context models):
+    hist (H,) uint8        ring buffer: byte number t lives at hist[t & (H - 1)]
+    hstate (2,) int64      [0] bytes seen so far (t of the next byte), [1] unused
+    words (2,) uint64      hash of the current alphabetic word (case-folded), of the previous one
+    kinds (C,) int64       which context each model uses (K_* below)
+    ctxh (C,) uint64       that context's hash for the next byte
+
+Hashes are ours (DESIGN.md): multiply by odd 64-bit constants and xor-shift, all in uint64 with
+wrap-around, so they are the same on every platform and never use Python's hash().
+"""
+
+import numpy as np
+from numba import njit
+
+u64 = np.uint64
+
+# Context kinds: orders 0..6 are 0..6.
+K_WORD, K_WORD2, K_SKIP1, K_SKIP3 = 7, 8, 9, 10
+KIND_CODES = {
+    **{f"o{k}": k for k in range(7)},
+    "word": K_WORD,
+    "word2": K_WORD2,
+    "skip1": K_SKIP1,
+    "skip3": K_SKIP3,
+}
+
+M1 = u64(0x9E3779B97F4A7C15)
+M2 = u64(0xBF58476D1CE4E5B9)
+M3 = u64(0x94D049BB133111EB)
+S27, S30, S31, S56 = u64(27), u64(30), u64(31), u64(56)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def fmix(x):
+    """A bijective 64-bit finaliser: every input bit reaches every output bit."""
+    x = u64(x)
+    x ^= x >> S30
+    x *= M2
+    x ^= x >> S27
+    x *= M3
+    x ^= x >> S31
+    return x
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def back(hist, hstate, mask, k):
+    """The byte k back (k >= 1) as uint64, 0 before the start."""
+    t = hstate[0] - k
+    if t < 0:
+        return u64(0)
+    return u64(hist[t & mask])
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def is_letter(c):
+    return (65 <= c <= 90) or (97 <= c <= 122)
+
+
+@njit(cache=True, error_model="numpy")
+def history_push(hist, hstate, words, mask, byte):
+    """Append byte; extend the current word or, at a non-letter ending a word, start a new one."""
+    hist[hstate[0] & mask] = byte
+    hstate[0] += 1
+    if is_letter(byte):
+        c = u64(byte | 32)  # case-fold
+        words[0] = (words[0] + c + u64(1)) * M1
+    elif words[0] != u64(0):
+        words[1] = words[0]
+        words[0] = u64(0)
+
+
+@njit(cache=True, error_model="numpy")
+def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask):
+    """ctxh[i] = hash of context kind kinds[i] for the next byte; the kind sits in the top byte
+    so that equal byte strings of different kinds do not share a hash. orders (7,) uint64 is
+    work space: orders[k] the hash of the last k bytes."""
+    orders[0] = u64(0)
+    acc = u64(0)
+    for k in range(1, 7):
+        acc = (acc + back(hist, hstate, mask, k) + u64(1)) * M1
+        acc ^= acc >> S30
+        orders[k] = acc
+    b1 = back(hist, hstate, mask, 1)
+    b2 = back(hist, hstate, mask, 2)
+    b3 = back(hist, hstate, mask, 3)
+    b4 = back(hist, hstate, mask, 4)
+    for i in range(kinds.shape[0]):
+        kind = kinds[i]
+        if kind <= 6:
+            h = orders[kind]
+        elif kind == K_WORD:
+            h = fmix(words[0]) + b1 * M3  # the word so far and the byte after it
+        elif kind == K_WORD2:
+            h = fmix(words[0] ^ (words[1] * M2))
+        elif kind == K_SKIP1:
+            h = fmix((b2 << u64(8)) | b3)
+        else:  # K_SKIP3
+            h = fmix(b4 + u64(0x100))
+        ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(kind + 1) << S56)

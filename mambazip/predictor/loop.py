@@ -1,0 +1,332 @@
+"""The one per-byte loop: predict all 255 nodes -> integer frequencies; learn the coded byte.
+
+Dimensions: C context models, NIN combiner inputs (C context columns, then 2 match, then 2 Mamba
+columns when those parts are on, then a constant bias of 256), R weight sets (R_SETS selectors:
+partial byte c0, match state, order-1 byte, and the Mamba's expected-byte agreement when the
+Mamba is on), P parts (for ``trust``).
+
+All state lives in six flat buffers, one per dtype, carved into the named views of ``VIEWS``
+(``offs[v] = (start, count)`` in its buffer), so a compiled call takes a dozen arguments:
+    u8:  hist (H,)
+    u16: tbl (S * 16,), apm1 (65536 * 33,), apm2 (2^apm_log * 33,), apmm (65536 * 33,)
+    u64: ctxh (C,), words (2,), orders (7,)
+    i32: maps (C * 4096,), mt (T,), mmap (64,), w (672 * NIN,) weight sets, wf (8 * 4,) final
+         weights by depth; work of the last prediction: x (256 * NIN,) inputs, midx (256 * C,)
+         adaptive-map entries, sel (256 * 4,) weight-set rows, sst (256 * 4,) their outputs,
+         sf (256,) final stretch, aidx (256 * 3,) APM buckets, p12 (256,) node probabilities,
+         pm (256,) the Mamba's node probabilities, freq (256,) the frequency table
+    i64: hstate (2,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,)
+    f64: tree (512,)
+Node n of the byte tree (1..255) is the partial byte c0 (paq style); depth(n) = bits known.
+
+Frequencies: the root holds FREQ_TOTAL = 2^24; each node splits its mass m between its children,
+r = round(m p12 / 4096) to the bit-1 child clamped to [L, m - L] where L = leaves per child, so
+each of the 256 leaves gets >= 1 and they sum exactly to 2^24, and f(b) / 2^24 is exactly the
+product of the split ratios along b's path (the bitwise code length).
+"""
+
+import numpy as np
+from numba import njit
+
+from ..kernels.step import FREQ_TOTAL
+from .apm import apm_predict, apm_update
+from .byte_pdf import node_probs
+from .combiner import combine, train
+from .context import predict_contexts, update_contexts
+from .counters import MAP_SIZE, squash, stretch
+from .history import back, context_hashes, fmix, history_push
+from .match import length_bucket, match_advance, match_inputs, update_match_map
+
+u64 = np.uint64
+
+VIEWS = (
+    ("hist", "u8"),
+    ("tbl", "u16"),
+    ("apm1", "u16"),
+    ("apm2", "u16"),
+    ("apmm", "u16"),
+    ("ctxh", "u64"),
+    ("words", "u64"),
+    ("orders", "u64"),
+    ("maps", "i32"),
+    ("mt", "i32"),
+    ("mmap", "i32"),
+    ("w", "i32"),
+    ("wf", "i32"),
+    ("x", "i32"),
+    ("midx", "i32"),
+    ("sel", "i32"),
+    ("sst", "i32"),
+    ("sf", "i32"),
+    ("aidx", "i32"),
+    ("p12", "i32"),
+    ("pm", "i32"),
+    ("freq", "i32"),
+    ("hstate", "i64"),
+    ("mstate", "i64"),
+    ("expected", "i64"),
+    ("kinds", "i64"),
+    ("parts", "i64"),
+    ("mass", "i64"),
+    ("tree", "f64"),
+)
+(V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP, V_W, V_WF,
+ V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_HSTATE, V_MSTATE, V_EXPECTED,
+ V_KINDS, V_PARTS, V_MASS, V_TREE) = range(len(VIEWS))  # fmt: skip
+DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
+          "f64": np.float64}  # fmt: skip
+
+# Weight-set selectors: first row of each in w, and its number of rows.
+R_SETS = 4
+ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, N_ROWS = 0, 256, 384, 640, 672
+N_FINAL_ROWS = 8  # final weights by depth
+
+# Positions in the int64 ``dims`` array.
+(D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
+ D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS) = range(17)  # fmt: skip
+N_DIMS = 17
+
+DEPTH = np.array([0] + [n.bit_length() - 1 for n in range(1, 256)], np.int64)
+
+
+def n_inputs(cfg):
+    return len(cfg.context_kinds) + 2 * cfg.match + 2 * cfg.mamba + 1
+
+
+def layout(cfg):
+    """{view name: element count} for cfg; the buffers hold these back to back."""
+    C = len(cfg.context_kinds)
+    nin = n_inputs(cfg)
+    return {
+        "hist": 1 << cfg.hist_log,
+        "tbl": (1 << cfg.ctx_log) * 16,
+        "apm1": (65536 * 33) if cfg.apm else 0,
+        "apm2": ((1 << cfg.apm_log) * 33) if cfg.apm else 0,
+        "apmm": (65536 * 33) if cfg.mamba else 0,
+        "ctxh": C,
+        "words": 2,
+        "orders": 7,
+        "maps": C * MAP_SIZE,
+        "mt": (1 << cfg.match_log) if cfg.match else 0,
+        "mmap": 64,
+        "w": N_ROWS * nin,
+        "wf": N_FINAL_ROWS * R_SETS,
+        "x": 256 * nin,
+        "midx": 256 * C,
+        "sel": 256 * R_SETS,
+        "sst": 256 * R_SETS,
+        "sf": 256,
+        "aidx": 256 * 3,
+        "p12": 256,
+        "pm": 256,
+        "freq": 256,
+        "hstate": 2,
+        "mstate": 3,
+        "expected": 1,
+        "kinds": C,
+        "parts": nin,
+        "mass": 512,
+        "tree": 512,
+    }
+
+
+def layout_bytes(cfg):
+    sizes = layout(cfg)
+    return sum(sizes[name] * np.dtype(DTYPES[kind]).itemsize for name, kind in VIEWS)
+
+
+def allocate(cfg):
+    """(buffers {kind: zeroed array}, offs (len(VIEWS), 2) int64) for cfg."""
+    sizes = layout(cfg)
+    offs = np.zeros((len(VIEWS), 2), np.int64)
+    totals = dict.fromkeys(DTYPES, 0)
+    for v, (name, kind) in enumerate(VIEWS):
+        offs[v] = totals[kind], sizes[name]
+        totals[kind] += sizes[name]
+    buffers = {kind: np.zeros(totals[kind], DTYPES[kind]) for kind in DTYPES}
+    return buffers, offs
+
+
+def view(buffers, offs, v):
+    """View v of the buffers, from Python."""
+    start, count = offs[v]
+    return buffers[VIEWS[v][1]][start : start + count]
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _carve(buf, offs, v):
+    return buf[offs[v, 0] : offs[v, 0] + offs[v, 1]]
+
+
+@njit(cache=True, error_model="numpy")
+def tree_to_freqs(freq, mass, p12):
+    """freq (256,) from node probabilities p12 (256,) (module docstring); mass (512,) work."""
+    mass[1] = FREQ_TOTAL
+    for n in range(1, 256):
+        m = mass[n]
+        leaves = np.int64(128) >> DEPTH[n]
+        r = (m * np.int64(p12[n]) + 2048) >> 12
+        r = min(max(r, leaves), m - leaves)
+        mass[2 * n + 1] = r
+        mass[2 * n] = m - r
+    for b in range(256):
+        freq[b] = np.int32(mass[256 + b])
+
+
+@njit(cache=True, error_model="numpy")
+def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
+    """The next byte's node probabilities p12 and frequency table freq (views of the buffers)."""
+    nctx, nin, nsets = dims[D_NCTX], dims[D_NIN], dims[D_NSETS]
+    hmask = dims[D_HMASK]
+    hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
+    x = _carve(i32, offs, V_X).reshape((256, nin))
+    midx = _carve(i32, offs, V_MIDX).reshape((256, nctx))
+    sel = _carve(i32, offs, V_SEL).reshape((256, R_SETS))
+    sst = _carve(i32, offs, V_SST).reshape((256, R_SETS))
+    sf, p12, pm = _carve(i32, offs, V_SF), _carve(i32, offs, V_P12), _carve(i32, offs, V_PM)
+    aidx = _carve(i32, offs, V_AIDX).reshape((256, 3))
+    w = _carve(i32, offs, V_W).reshape((N_ROWS, nin))
+    wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
+    mstate, mmap = _carve(i64, offs, V_MSTATE), _carve(i32, offs, V_MMAP)
+    apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
+    apmm = _carve(u16, offs, V_APMM)
+    expected = _carve(i64, offs, V_EXPECTED)
+
+    predict_contexts(
+        x, midx, _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS),
+        _carve(u64b, offs, V_CTXH), dims[D_BMASK],
+    )  # fmt: skip
+    c1 = np.int64(back(hist, hstate, hmask, 1))
+    c2 = np.int64(back(hist, hstate, hmask, 2))
+    # Order-2 APM context: the two bytes hashed, xor the partial byte (lpaq style).
+    h2 = np.int64(fmix(u64(c1 | (c2 << 8) | 0x10000)) & u64(dims[D_APM2_MASK]))
+    if use_pdf:
+        expected[0] = node_probs(pm, _carve(f64, offs, V_TREE), pdf)
+    for node in range(1, 256):
+        depth = DEPTH[node]
+        xr = x[node]
+        col = nctx
+        match_sel = 0
+        if dims[D_MATCH]:
+            e = match_inputs(x, col, mstate, mmap, node, depth)
+            col += 2
+            if mstate[1] > 0:
+                lb = length_bucket(mstate[1])
+                match_sel = 1 + 2 * lb + e if e >= 0 else 65 + lb
+        sel[node, 0] = ROW_C0 + node
+        sel[node, 1] = ROW_MATCH + match_sel
+        sel[node, 2] = ROW_C1 + c1
+        if use_pdf:
+            xr[col] = stretch(pm[node])
+            pa, aidx[node, 2] = apm_predict(apmm, (c1 << 8) | node, xr[col])
+            xr[col + 1] = stretch(pa)
+            col += 2
+            agree = (expected[0] | 256) >> (8 - depth) == node
+            e = ((expected[0] >> (7 - depth)) & 1) + 1 if agree else 0
+            sel[node, 3] = ROW_MAMBA + 8 * e + depth
+        xr[col] = 256
+        for j in range(nsets):
+            sst[node, j] = combine(w, sel[node, j], xr, nin)
+        if dims[D_FINAL]:
+            s = combine(wf, depth, sst[node], nsets)
+        else:
+            acc = 0
+            for j in range(nsets):
+                acc += sst[node, j]
+            s = acc // nsets
+        sf[node] = s
+        p = squash(s)
+        if dims[D_APM]:
+            a1, aidx[node, 0] = apm_predict(apm1, (c1 << 8) | node, s)
+            a2, aidx[node, 1] = apm_predict(apm2, h2 ^ node, s)
+            p = (2 * p + a1 + a2 + 2) >> 2
+        p12[node] = min(max(p, 1), 4095)
+    tree_to_freqs(_carve(i32, offs, V_FREQ), _carve(i64, offs, V_MASS), p12)
+
+
+@njit(cache=True, error_model="numpy")
+def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
+    """Every part learns byte on its 8 nodes; the history and the contexts move on."""
+    nctx, nin, nsets = dims[D_NCTX], dims[D_NIN], dims[D_NSETS]
+    hmask = dims[D_HMASK]
+    x = _carve(i32, offs, V_X).reshape((256, nin))
+    sel = _carve(i32, offs, V_SEL).reshape((256, R_SETS))
+    sst = _carve(i32, offs, V_SST).reshape((256, R_SETS))
+    sf = _carve(i32, offs, V_SF)
+    aidx = _carve(i32, offs, V_AIDX).reshape((256, 3))
+    w = _carve(i32, offs, V_W).reshape((N_ROWS, nin))
+    wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
+    apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
+    apmm = _carve(u16, offs, V_APMM)
+    parts = _carve(i64, offs, V_PARTS)
+    lr, rate = dims[D_LR], dims[D_APM_RATE]
+    node = 1
+    for d in range(8):
+        bit = (byte >> (7 - d)) & 1
+        xr = x[node]
+        if want_trust:
+            for j in range(nsets):
+                for k in range(nin):
+                    if parts[k] >= 0:
+                        trust_row[parts[k]] += abs(np.float32(w[sel[node, j], k]) * xr[k])
+        for j in range(nsets):
+            train(w, sel[node, j], xr, nin, sst[node, j], bit, lr)
+        if dims[D_FINAL]:
+            train(wf, d, sst[node], nsets, sf[node], bit, dims[D_FLR])
+        if dims[D_APM]:
+            apm_update(apm1, aidx[node, 0], bit, rate)
+            apm_update(apm2, aidx[node, 1], bit, rate)
+        if dims[D_MAMBA]:
+            apm_update(apmm, aidx[node, 2], bit, rate)
+        node = 2 * node + bit
+    if want_trust:
+        total = np.float32(0.0)
+        for q in range(trust_row.shape[0]):
+            total += trust_row[q]
+        if total > 0:
+            for q in range(trust_row.shape[0]):
+                trust_row[q] /= total
+
+    ctxh = _carve(u64b, offs, V_CTXH)
+    update_contexts(
+        _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS),
+        _carve(i32, offs, V_MIDX).reshape((256, nctx)), ctxh, dims[D_BMASK], byte,
+        dims[D_CLIMIT], dims[D_MLIMIT],
+    )  # fmt: skip
+    hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
+    mstate = _carve(i64, offs, V_MSTATE)
+    if dims[D_MATCH]:
+        update_match_map(_carve(i32, offs, V_MMAP), mstate, byte, dims[D_MLIMIT])
+    words = _carve(u64b, offs, V_WORDS)
+    history_push(hist, hstate, words, hmask, byte)
+    if dims[D_MATCH]:
+        match_advance(_carve(i32, offs, V_MT), mstate, hist, hstate, hmask, dims[D_MINLEN])
+    context_hashes(
+        ctxh, _carve(u64b, offs, V_ORDERS), hist, hstate, words, _carve(i64, offs, V_KINDS), hmask
+    )
+
+
+@njit(cache=True, error_model="numpy")
+def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
+    """The first byte's table: contexts of the empty history, then a prediction."""
+    context_hashes(
+        _carve(u64b, offs, V_CTXH), _carve(u64b, offs, V_ORDERS), _carve(u8, offs, V_HIST),
+        _carve(i64, offs, V_HSTATE), _carve(u64b, offs, V_WORDS), _carve(i64, offs, V_KINDS),
+        dims[D_HMASK],
+    )  # fmt: skip
+    _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf)
+
+
+@njit(cache=True, error_model="numpy")
+def run(u8, u16, u64b, i32, i64, f64, offs, dims, data, pdfs, use_pdf, freqs, p, trust,
+        want_trust):  # fmt: skip
+    """For each byte i of data: freqs[i] = the current table, p[i] = its probability of data[i];
+    learn data[i]; predict the next byte with the Mamba's pdf row pdfs[i] (if use_pdf)."""
+    freq = _carve(i32, offs, V_FREQ)
+    for i in range(data.shape[0]):
+        byte = np.int64(data[i])
+        for b in range(256):
+            freqs[i, b] = freq[b]
+        p[i] = np.float64(freq[byte]) / FREQ_TOTAL
+        _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust[i], want_trust)
+        _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdfs[i if use_pdf else 0], use_pdf)

@@ -15,11 +15,11 @@ import numpy as np
 
 from . import container
 from .coder import Decoder, Encoder
-from .errors import CheckpointError, ChecksumError, FormatError, MemoryLimitError
+from .errors import CheckpointError, ChecksumError, FormatError
 from .kernels.step import FREQ_BITS
+from .limits import check_memory
 from .predict import Predictor, memory_bytes
 
-DEFAULT_MEMLIMIT = 2 << 30
 CHUNK = 4096  # bytes per compiled call when compressing: pdfs of a chunk are 4 MB
 
 
@@ -89,7 +89,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     ``OnlineLearner``; it bounds memory and changes no bit of the output. ``name``, ``mtime``,
     ``size``: the input file's name, modification time (whole seconds) and size, recorded
     in a version-3 header (``decompress_stream`` hands them back). ``memlimit``: bytes the
-    predictor may allocate (default ``DEFAULT_MEMLIMIT``)."""
+    predictor may allocate (default ``limits.DEFAULT_MEMLIMIT``)."""
     start = time.perf_counter()
     _check_memory(settings, replay_chunk, memlimit)
     out = _Counting(dst)
@@ -141,13 +141,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
 
 
 def _check_memory(settings, replay_chunk, memlimit):
-    limit = DEFAULT_MEMLIMIT if memlimit is None else memlimit
-    need = memory_bytes(settings, replay_chunk, CHUNK)
-    if need > limit:
-        raise MemoryLimitError(
-            f"the model and tables need {need / 2**20:.0f} MiB, more than the memory limit of "
-            f"{limit / 2**20:.0f} MiB; use --memlimit to raise it"
-        )
+    check_memory(memory_bytes(settings, replay_chunk, CHUNK), memlimit, "the model and its tables")
 
 
 def decompress_stream(src, dst, progress=None, model=None, resume=False, replay_chunk=None,

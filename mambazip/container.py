@@ -34,6 +34,7 @@ import numpy as np
 
 from .config import Settings
 from .errors import ConfigError, FormatError, VersionError
+from .limits import loads_json
 
 MAGIC = b"\x89MZIP\r\n\x1a"
 VERSION = 3  # the newest version this module reads and writes
@@ -128,34 +129,9 @@ def read_header(f, following=False):
     return {"version": version, **header}
 
 
-def _nesting_depth(raw):
-    """Deepest bracket nesting of a JSON text, strings skipped: measured before parsing, so
-    a hostile header cannot make the parser recurse."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for c in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == 0x5C:  # backslash
-                escaped = True
-            elif c == 0x22:  # quote
-                in_string = False
-        elif c == 0x22:
-            in_string = True
-        elif c in (0x5B, 0x7B):  # [ {
-            depth += 1
-            deepest = max(deepest, depth)
-        elif c in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
-
-
 def _parse(raw, version):
-    if _nesting_depth(raw) > MAX_HEADER_DEPTH:
-        raise FormatError(f"corrupt header: JSON nested deeper than {MAX_HEADER_DEPTH}")
+    header = loads_json(raw, "corrupt header", MAX_HEADER_DEPTH, MAX_HEADER, FormatError)
     try:
-        header = json.loads(raw)
         if not isinstance(header, dict):
             raise TypeError("not a JSON object")
         empty = version >= 3 and "settings" not in header and "block_size" not in header
@@ -164,7 +140,7 @@ def _parse(raw, version):
         sha = header.get("model_sha256")
         resume = header.get("model_resume", False)
         extras = {k: header.get(k) for k in ("name", "mtime", "size")}
-    except (ValueError, KeyError, TypeError, ConfigError, RecursionError) as exc:
+    except (KeyError, TypeError, ConfigError) as exc:
         raise FormatError(f"corrupt header: {exc}") from None
     if not empty and not (_is_int(block_size) and 1 <= block_size <= MAX_BLOCK):
         raise FormatError(f"corrupt header: block size {block_size!r}")

@@ -85,6 +85,11 @@ def _offsets(table):
     return offs, at
 
 
+def flat_size(cfg):
+    """Floats in the flat buffer of a model of ``cfg`` (what ``Params(cfg)`` allocates)."""
+    return int(_offsets(tensor_table(cfg))[1])
+
+
 @njit(cache=True, error_model="numpy")
 def _splitmix64(state):
     state[0] += np.uint64(0x9E3779B97F4A7C15)

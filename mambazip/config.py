@@ -15,11 +15,14 @@ import numpy as np
 
 from .errors import ConfigError
 from .kernels.layout import N_DIMS
+from .predictor.config import MixConfig
 
 VOCAB = 256
 SCOPE_GROUPS = ("embed", "layer_norm", "mixer_conv", "mixer_ssm", "mixer_proj", "head", "bias")
 SCOPES = (*SCOPE_GROUPS, "all", "none")
 OPTIMIZERS = ("sgd", "adam", "none")
+# --mix: the Mamba alone (the format before mixing), the context models alone, or both.
+MIX_MODES = ("none", "cm", "full")
 
 # Bounds checked before anything is allocated: a header may not make us reserve gigabytes.
 _DIM_LIMITS = {
@@ -167,7 +170,7 @@ class Settings:
     model: ModelConfig
     train: TrainConfig = field(default_factory=TrainConfig)
     seed: int = 0
-    mix: object = None  # a predictor.config.MixConfig, or None: the Mamba alone
+    mix: MixConfig = None  # the context-mixing predictor; None: the Mamba alone
 
     def __post_init__(self):
         if (
@@ -176,6 +179,8 @@ class Settings:
             or not (0 <= self.seed < 1 << 64)
         ):
             raise ConfigError(f"seed must be an integer in 0..2^64-1, got {self.seed!r}")
+        if self.mix is not None and not isinstance(self.mix, MixConfig):
+            raise ConfigError("mix must be a MixConfig or None")
 
     def to_dict(self):
         train = {**dataclasses.asdict(self.train), "scope": list(self.train.scope)}
@@ -192,7 +197,9 @@ class Settings:
         try:
             model = _build(ModelConfig, data["model"])
             train = _build(TrainConfig, data.get("train", {}))
-            return cls(model=model, train=train, seed=data.get("seed", 0))
+            mix = data.get("mix")
+            mix = None if mix is None else MixConfig.from_dict(mix)
+            return cls(model=model, train=train, seed=data.get("seed", 0), mix=mix)
         except (KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"invalid settings: {exc}") from None
 
@@ -237,10 +244,18 @@ def load_preset(name):
     return data
 
 
-def resolve_settings(preset="default", model=None, train=None, seed=None):
+def resolve_settings(preset="default", model=None, train=None, seed=None, mix=None):
     """A preset with explicit overrides applied (None values are ignored). Changing d_model
-    without d_inner or dt_rank derives them anew, as Mamba does."""
+    without d_inner or dt_rank derives them anew, as Mamba does. ``mix``: one of MIX_MODES
+    (None: the preset's), the preset's mixing tables with or without the Mamba."""
     data = load_preset(preset)
+    if mix is not None:
+        if mix not in MIX_MODES:
+            raise ConfigError(f"mix must be one of {', '.join(MIX_MODES)}, got {mix!r}")
+        if mix == "none":
+            data.pop("mix", None)
+        else:
+            data["mix"] = {**data.get("mix", {}), "mamba": mix == "full"}
     model = {k: v for k, v in (model or {}).items() if v is not None}
     train = {k: v for k, v in (train or {}).items() if v is not None}
     if "d_model" in model:

@@ -16,6 +16,7 @@ from .kernels.forward import acts_size
 from .kernels.segment import segment_sizes
 from .model import OnlineLearner, replay_chunk_for
 from .params import flat_size
+from .predictor import ContextMixer
 
 
 class Predictor:
@@ -39,8 +40,6 @@ class Predictor:
         if mix is None:
             self.freq = self.learner.freq
             return
-        from .predictor import ContextMixer
-
         self.mixer = ContextMixer(mix)
         self.mixer.prime(self.learner.pdf if self.learner else None)
         self.freq = self.mixer.freq

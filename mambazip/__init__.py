@@ -4,31 +4,49 @@
 >>> blob = mambazip.compress(b"hello hello hello")
 >>> mambazip.decompress(blob)
 b'hello hello hello'
+
+The names below are imported on first use (PEP 562), so that ``import mambazip`` stays
+cheap: the command line installs its signal handlers before NumPy and Numba load
+(``mambazip.entry``).
 """
 
-from .codec import Stats, compress_stream, decompress, decompress_stream
-from .codec import compress as _compress
-from .config import ModelConfig, Settings, TrainConfig, resolve_settings
-from .errors import ChecksumError, ConfigError, FormatError, MambazipError, VersionError
+import importlib
 
-__all__ = [
-    "ChecksumError",
-    "ConfigError",
-    "FormatError",
-    "MambazipError",
-    "ModelConfig",
-    "Settings",
-    "Stats",
-    "TrainConfig",
-    "VersionError",
-    "compress",
-    "compress_stream",
-    "decompress",
-    "decompress_stream",
-    "resolve_settings",
-]
+_LAZY = {
+    "Stats": "codec",
+    "compress_stream": "codec",
+    "decompress": "codec",
+    "decompress_stream": "codec",
+    "ModelConfig": "config",
+    "Settings": "config",
+    "TrainConfig": "config",
+    "resolve_settings": "config",
+    "ChecksumError": "errors",
+    "ConfigError": "errors",
+    "FormatError": "errors",
+    "MambazipError": "errors",
+    "VersionError": "errors",
+}
+
+__all__ = sorted([*_LAZY, "compress"])
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mambazip' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])
 
 
 def compress(data, settings=None, *, preset="default"):
     """Compress ``data`` (bytes) with ``settings`` (a Settings), or with a preset by name."""
+    from .codec import compress as _compress
+    from .config import resolve_settings
+
     return _compress(bytes(data), settings or resolve_settings(preset))

@@ -1,6 +1,8 @@
 """mambazip command line: parses, calls the library, reports. Messages go to stderr.
 
-Exit codes: 0 success, 1 error in data or files, 2 usage error, 130 interrupted.
+Exit codes: 0 success, 1 error in data or files, 2 usage error, 128 + the signal's number
+when a signal stops the run (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP). The entry points (and
+the signal handlers, installed before this module is imported) are in ``entry.py``.
 """
 
 import contextlib
@@ -8,23 +10,40 @@ import dataclasses
 import json
 import os
 import signal
+import stat
 import sys
+import tempfile
+import time
 
 import click
 import numpy as np
 from tqdm import tqdm
 
-from . import checkpoint, codec, container
+from . import checkpoint, codec, container, entry, limits
 from .config import OPTIMIZERS, SCOPES, preset_names, resolve_settings
 from .errors import ConfigError, MambazipError
-from .files import atomic_output
+from .files import atomic_output, same_file
 
 SUFFIX = ".mz"
 PROGRESS_MIN_BYTES = 1 << 16
+PROGRESS_LINE_SECONDS = 5.0  # -v off a terminal: one progress line this often
+KB = 1000  # every size and speed the command line prints is in units of 1000 bytes
 
 EXIT_HELP = """\b
 Exit codes: 0 success, 1 error in data or files (one line on stderr, no output left
-behind), 2 usage error, 130 interrupted."""
+behind), 2 usage error, 128 + signal when stopped by one (130 Ctrl-C, 143 SIGTERM,
+129 SIGHUP; the temporary output is removed)."""
+
+SHORT_USAGE = (
+    "usage: mambazip compress|decompress|info|score|convert [OPTIONS] [FILES]... "
+    "(mambazip -d FILE decompresses; mambazip --help for more)"
+)
+
+GROUP_HELP = """Lossless compression by a Mamba-1 model that learns the file while coding it.
+
+\b
+gzip habits: mambazip -d FILE is mambazip decompress FILE, -z compress, -t decompress -t,
+-l info (also bundled: -dc FILE); unmz is mambazip decompress, mzcat is decompress -c."""
 
 
 def _say(message):
@@ -41,30 +60,62 @@ def _scope(ctx, param, value):
     return names
 
 
-def _io_options(f):
-    options = [
-        click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True)),
-        click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
-                     help="Write to this file (one input only); - for stdout."),
-        click.option("-c", "--stdout", "to_stdout", is_flag=True, help="Write to stdout."),
-        click.option("-f", "--force", is_flag=True,
-                     help="Overwrite existing outputs; write compressed data to a terminal."),
-        click.option("-k", "--keep", is_flag=True,
-                     help="Keep input files (the default; see --rm)."),
-        click.option("--rm", "remove", is_flag=True,
-                     help="Delete each input after its output is written."),
-        click.option("-q", "--quiet", is_flag=True, help="No progress bar, no warnings."),
-        click.option("-v", "--verbose", is_flag=True, help="Print a summary line per file."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        f = option(f)
-    return f
+def _memlimit(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return limits.parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
-@click.version_option(package_name="mambazip")
+_memlimit_option = click.option(
+    "--memlimit", metavar="SIZE", callback=_memlimit,
+    help=f"Refuse work whose model, tables or starting checkpoint need more memory than "
+         f"SIZE: bytes, or 512MiB, 2G (powers of 1024, as in xz) "
+         f"[default: {limits.DEFAULT_MEMLIMIT >> 30}GiB].",
+)  # fmt: skip
+
+
+def _suffix(ctx, param, value):
+    if not value or "/" in value or value in (".", ".."):
+        raise click.BadParameter(f"{value!r} is not a file name suffix")
+    return value
+
+
+def _io_options(force_help, no_name_help):
+    def decorate(f):
+        options = [
+            click.argument("files", nargs=-1, type=click.Path(allow_dash=True)),
+            click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+                         help="Write to this file (one input only); - for stdout."),
+            click.option("-c", "--stdout", "to_stdout", is_flag=True, help="Write to stdout."),
+            click.option("-f", "--force", is_flag=True, help=force_help),
+            click.option("-k", "--keep", is_flag=True,
+                         help="Keep input files (the default; see --rm)."),
+            click.option("--rm", "remove", is_flag=True,
+                         help="Delete each input after its output is written."),
+            click.option("-S", "--suffix", default=SUFFIX, show_default=True, callback=_suffix,
+                         help="Suffix of compressed files."),
+            click.option("-n", "--no-name", is_flag=True, help=no_name_help),
+            click.option("-q", "--quiet", is_flag=True,
+                         help="No progress, no notes, no warnings."),
+            click.option("-v", "--verbose", is_flag=True,
+                         help="A summary line per file; progress also when stderr is not "
+                              "a terminal (a line every few seconds)."),
+        ]  # fmt: skip
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP,
+             help=GROUP_HELP)  # fmt: skip
+@click.version_option(None, "-V", "--version", package_name="mambazip")
 def cli():
-    """Lossless compression by a Mamba-1 model that learns the file while coding it."""
+    pass
 
 
 MODEL_KEYS = ("d_model", "n_layer", "d_inner", "d_state", "d_conv", "dt_rank")
@@ -120,7 +171,7 @@ _save_option = click.option(
 )
 
 
-def _load_start(model_path, resume_path, quiet):
+def _load_start(model_path, resume_path, quiet, memlimit=None):
     """(checkpoint or None, resume) from --model / --resume."""
     if model_path and resume_path:
         raise click.UsageError("--model and --resume exclude each other")
@@ -128,7 +179,7 @@ def _load_start(model_path, resume_path, quiet):
     if path is None:
         return None, False
     try:
-        start = checkpoint.load(path)
+        start = checkpoint.load(path, memlimit=memlimit)
     except MambazipError as exc:
         raise click.ClickException(str(exc)) from None
     notices = list(start.notices)
@@ -157,12 +208,18 @@ def _settings(preset, seed, opts, start, resume):
         raise click.UsageError(str(exc)) from None
 
 
-def _check_save(path, files, force, option="--save-model"):
-    """Refuse before the work rather than after it."""
+def _check_save(path, files, force, option="--save-model", output=None):
+    """Refuse before the work rather than after it: an existing file without -f, and, with
+    or without -f, a path that is one of the inputs or the output."""
     if path is None:
         return
     if len(files) > 1:
         raise click.UsageError(f"{option} takes one input file")
+    for other in files:
+        if other != "-" and (other == path or same_file(other, path)):
+            raise click.ClickException(f"{path}: {option} names the input file; nothing written")
+    if output not in (None, "-") and (output == path or same_file(output, path)):
+        raise click.UsageError(f"{option} and -o name the same file")
     if os.path.lexists(path) and not force:
         raise click.ClickException(f"{path} already exists; use -f to overwrite")
 
@@ -182,55 +239,129 @@ def _save(save_model, stats, force):
 
 
 @cli.command(epilog=EXIT_HELP)
-@_io_options
+@_io_options(
+    "Overwrite existing outputs; also compress inputs that already end in the suffix, "
+    "follow symlinked inputs, read devices and FIFOs, and write compressed data to a "
+    "terminal.",
+    "Do not store the input's name and mtime in the header.",
+)
 @_train_options
 @_save_option
 @_replay_option
-def compress(files, output, to_stdout, force, keep, remove, quiet, verbose, preset, seed,
-             model_path, resume_path, save_model, replay_chunk, **opts):  # fmt: skip
-    """Compress FILES (- or none: stdin) to FILE.mz."""
-    start, resume = _load_start(model_path, resume_path, quiet)
+@_memlimit_option
+def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, quiet, verbose,
+             preset, seed, model_path, resume_path, save_model, replay_chunk, memlimit,
+             **opts):  # fmt: skip
+    """Compress FILES (- or none: stdin) to FILE.mz. The input's name and modification time
+    are stored (see -n). Inputs that already end in .mz are skipped with a note unless -f
+    or -o names the output."""
+    start, resume = _load_start(model_path, resume_path, quiet, memlimit)
     settings = _settings(preset, seed, opts, start, resume)
-    _check_save(save_model, files, force)
+    _check_save(save_model, files, force, output=output)
 
-    def run(src, dst, size, name):
-        with _progress(size, name, quiet) as progress:
+    def run(src, dst, job):
+        _compile_note(settings, quiet)
+        name = mtime = None
+        if not job.stdin and not no_name:
+            name, mtime = os.path.basename(job.path), int(job.src_stat.st_mtime)
+        with _progress(job.size, job.name, quiet, verbose) as progress:
             stats = codec.compress_stream(src, dst, settings, progress=progress, model=start,
-                                          resume=resume, replay_chunk=replay_chunk)  # fmt: skip
+                                          resume=resume, replay_chunk=replay_chunk, name=name,
+                                          mtime=mtime, size=job.size,
+                                          memlimit=memlimit)  # fmt: skip
         return _save(save_model, stats, force)
 
-    _each(files, output, to_stdout, force, remove, verbose, run,
-          name_output=lambda path: path + SUFFIX, binary_out=True)  # fmt: skip
+    def after(job, stats, target):
+        # Larger because the model coded worse than 8 bits/byte, not because of the header's
+        # few hundred bytes (a diverging --lr, bad weights, or incompressible data).
+        n = stats.original_bytes
+        if not quiet and stats.compressed_bytes > n and stats.ideal_bits > 8 * n > 0:
+            _say(f"warning: {job.name}: {stats.compressed_bytes} bytes coded, more than the "
+                 f"input's {n}: the model needed {stats.ideal_bits / n:.3f} bits/byte")  # fmt: skip
+
+    def skip(path):
+        if path.endswith(suffix):
+            return f"{path}: already ends in {suffix}; unchanged (use -f to compress it anyway)"
+        return None
+
+    _each(files, output, to_stdout, force, remove, quiet, verbose, run,
+          name_output=lambda path: path + suffix, binary_out=True, skip=skip,
+          after=after)  # fmt: skip
 
 
 @cli.command(epilog=EXIT_HELP)
-@_io_options
+@_io_options(
+    "Overwrite existing outputs; also follow symlinked inputs, read devices and FIFOs, "
+    "and read compressed data from a terminal.",
+    "Do not restore the stored mtime (or, with -N, name).",
+)
+@click.option("-N", "--name", "restore_name", is_flag=True,
+              help="Name the output by the name stored in the file (its last part only, "
+                   "in the input's directory), not the input's name minus the suffix.")  # fmt: skip
 @click.option("-t", "--test", is_flag=True, help="Check the files; write nothing.")
 @_start_options
 @_save_option
 @_replay_option
-def decompress(files, output, to_stdout, force, keep, remove, quiet, verbose, test,
-               model_path, resume_path, save_model, replay_chunk):  # fmt: skip
-    """Decompress FILES.mz (- or none: stdin) and verify their checksums. A file compressed
-    from a starting model needs the same model, given with the same option."""
-    start, resume = _load_start(model_path, resume_path, quiet)
-    _check_save(save_model, files, force)
+@_memlimit_option
+def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, quiet, verbose,
+               restore_name, test, model_path, resume_path, save_model, replay_chunk,
+               memlimit):  # fmt: skip
+    """Decompress FILES.mz (- or none: stdin) and verify their checksums; the output gets
+    the modification time stored in the file (see -n). Concatenated .mz files decode as one
+    output. A file compressed from a starting model needs the same model, given with the
+    same option."""
+    start, resume = _load_start(model_path, resume_path, quiet, memlimit)
+    _check_save(save_model, files, force, output=output)
 
-    def run(src, dst, size, name):
-        with _progress(None, name, quiet) as progress:
+    def run(src, dst, job):
+        with _progress(None, job.name, quiet, verbose) as progress:
+
+            def on_header(header):
+                if header["settings"] is not None:
+                    _compile_note(header["settings"], quiet)
+                progress.set_total(header["size"])
+
             stats = codec.decompress_stream(src, dst, progress=progress, model=start,
-                                            resume=resume, replay_chunk=replay_chunk)  # fmt: skip
+                                            resume=resume, replay_chunk=replay_chunk,
+                                            memlimit=memlimit, on_header=on_header)  # fmt: skip
         return _save(save_model, stats, force)
 
-    def name_output(path):
-        if not path.endswith(SUFFIX):
-            raise MambazipError(f"unknown suffix, expected {SUFFIX}; use -o to name the output")
-        return path[: -len(SUFFIX)]
+    def after(job, stats, target):
+        if not no_name and stats.mtime is not None and target not in (None, "-"):
+            with contextlib.suppress(OSError, OverflowError, ValueError):
+                if os.path.isfile(target):
+                    os.utime(target, (time.time(), stats.mtime))
 
+    def name_output(path):
+        if not path.endswith(suffix) or path == suffix:
+            raise MambazipError(f"unknown suffix, expected {suffix}; use -o to name the output")
+        return path[: -len(suffix)]
+
+    rename = _stored_name_output(name_output, quiet) if restore_name and not no_name else None
     if test:
-        _each(files, None, False, force, False, verbose, run, name_output, test=True)
+        _each(files, None, False, force, False, quiet, verbose, run, name_output, test=True,
+              binary_in=True)  # fmt: skip
     else:
-        _each(files, output, to_stdout, force, remove, verbose, run, name_output)
+        _each(files, output, to_stdout, force, remove, quiet, verbose, run, name_output,
+              binary_in=True, after=after, rename=rename)  # fmt: skip
+
+
+def _stored_name_output(name_output, quiet):
+    """-N: the output path from the name stored in the header: its last part only, in the
+    input's directory, never a path; the usual name when none is stored or it is unusable."""
+
+    def rename(path, src):
+        header = container.read_header(src)
+        src.seek(0)
+        stored = header.get("name")
+        base = os.path.basename(stored) if isinstance(stored, str) else ""
+        if base in ("", ".", "..") or "\0" in base:
+            if stored is not None and not quiet:
+                _say(f"note: {path}: stored name {stored!r} is not usable; using the file's")
+            return name_output(path)
+        return os.path.join(os.path.dirname(path), base)
+
+    return rename
 
 
 @cli.command(epilog=EXIT_HELP)
@@ -243,23 +374,27 @@ def decompress(files, output, to_stdout, force, keep, remove, quiet, verbose, te
 @click.option("--per-byte", type=click.Path(dir_okay=False),
               help="Write each byte's -log2 p as a float64 .npy (one input only).")  # fmt: skip
 @_save_option
+@_memlimit_option
 @click.option("-f", "--force", is_flag=True, help="Overwrite existing outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no notes.")
-def score(files, preset, seed, model_path, resume_path, as_json, per_byte, save_model, force,
-          quiet, **opts):  # fmt: skip
+def score(files, preset, seed, model_path, resume_path, as_json, per_byte, save_model, memlimit,
+          force, quiet, **opts):  # fmt: skip
     """Run the online loop of compress over FILES and report how well the model predicts
     them, writing no compressed file. bits_per_byte is the ideal code length, the sum of
     -log2 p over every byte (the first predicted after the priming byte 0); coded_bytes is
     what compress would write, header included. --optimizer none: inference only."""
-    start, resume = _load_start(model_path, resume_path, quiet)
+    start, resume = _load_start(model_path, resume_path, quiet, memlimit)
     settings = _settings(preset, seed, opts, start, resume)
     _check_save(save_model, files, force)
     _check_save(per_byte, files, force, "--per-byte")
+    if save_model is not None and per_byte is not None and same_file(save_model, per_byte):
+        raise click.UsageError("--per-byte and --save-model name the same file")
     failed = False
     for path in files:
         bits = []
         try:
-            stats = _score_one(path, settings, start, resume, quiet, bits)
+            entry.check()
+            stats = _score_one(path, settings, start, resume, quiet, bits, memlimit)
             if per_byte is not None:
                 with atomic_output(per_byte, force) as f:
                     np.save(f, np.concatenate([np.zeros(0), *bits]))
@@ -273,14 +408,16 @@ def score(files, preset, seed, model_path, resume_path, as_json, per_byte, save_
         sys.exit(1)
 
 
-def _score_one(path, settings, start, resume, quiet, bits):
+def _score_one(path, settings, start, resume, quiet, bits, memlimit):
     name = "stdin" if path == "-" else os.path.basename(path)
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
         size = None if path == "-" else os.fstat(src.fileno()).st_size
+        _compile_note(settings, quiet)
         with _progress(size, name, quiet) as progress:
             return codec.compress_stream(src, _Discard(), settings, progress=progress,
-                                         model=start, resume=resume, per_byte=bits)  # fmt: skip
+                                         model=start, resume=resume, per_byte=bits,
+                                         memlimit=memlimit)  # fmt: skip
 
 
 def _report_score(path, stats, as_json):
@@ -302,7 +439,7 @@ def _report_score(path, stats, as_json):
         f"{path}: {n} bytes, {report['bits_per_byte']:.4f} bits/byte ideal "
         f"({stats.ideal_bits:.1f} bits), {stats.compressed_bytes} bytes coded "
         f"({report['coded_bits_per_byte']:.4f} bits/byte), {stats.seconds:.2f} s, "
-        f"{report['bytes_per_second'] / 1000:.2f} KB/s"
+        f"{report['bytes_per_second'] / KB:.2f} KB/s"
     )
 
 
@@ -310,12 +447,15 @@ def _report_score(path, stats, as_json):
 @click.argument("src", type=click.Path())
 @click.argument("dst", type=click.Path(dir_okay=False))
 @click.option("-f", "--force", is_flag=True, help="Overwrite DST if it exists.")
+@_memlimit_option
 @click.option("-q", "--quiet", is_flag=True, help="No notes.")
 @click.option("-v", "--verbose", is_flag=True, help="Print what was converted.")
-def convert(src, dst, force, quiet, verbose):
+def convert(src, dst, force, memlimit, quiet, verbose):
     """Convert a model to a mambazip checkpoint: a Hugging Face or mamba_ssm folder or
     .safetensors file (F32/F16/BF16, sharded or not), or a checkpoint of ours."""
-    start, _ = _load_start(src, None, quiet)
+    if src == dst or same_file(src, dst):
+        raise click.ClickException(f"{dst}: DST is SRC; nothing written")
+    start, _ = _load_start(src, None, quiet, memlimit)
     if start.settings is None:
         # Models from elsewhere carry no training settings: record the default preset's.
         start.settings = start.settings_for(resume=False)
@@ -328,36 +468,97 @@ def convert(src, dst, force, quiet, verbose):
         _say(f"{dst}: {_fields(dataclasses.asdict(start.config))}, {moments}")
 
 
-@cli.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def info(files):
-    """Show the header of .mz FILES: sizes, bits/byte, model and training settings."""
+@cli.command(epilog=EXIT_HELP)
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-t", "--test", is_flag=True,
+              help="Also decompress each file, writing nothing: OK or what is wrong.")  # fmt: skip
+@_start_options
+@_memlimit_option
+@click.option("-q", "--quiet", is_flag=True, help="No progress, no notes.")
+def info(files, test, model_path, resume_path, memlimit, quiet):
+    """Show the header of .mz FILES (- or none: stdin): sizes, bits/byte, stored name and
+    mtime, model and training settings. --model / --resume: the starting model that --test
+    needs for a file compressed from one."""
+    start, resume = _load_start(model_path, resume_path, quiet, memlimit)
     failed = False
-    for path in files:
+    for path in files or ("-",):
         try:
-            with open(path, "rb") as f:
-                header = container.read_header(f)
-                length, crc, size = _scan_to_end(f, header["block_size"])
+            entry.check()
+            failed |= not _info_one(path, test, start, resume, quiet, memlimit)
         except (MambazipError, OSError) as exc:
             _say(_describe(path, exc))
             failed = True
-            continue
-        settings = header["settings"].to_dict()
-        bpb = 8.0 * size / length if length else 0.0
-        click.echo(f"{path}:")
-        click.echo(f"  format version   {header['version']}")
-        click.echo(f"  original size    {length} bytes (crc32 {crc:08x})")
-        click.echo(f"  compressed size  {size} bytes, {bpb:.4f} bits/byte")
-        click.echo(f"  block size       {header['block_size']}")
-        click.echo(f"  model            {_fields(settings['model'])}")
-        # Every field, bptt included (the header of a format-1 file leaves it out: it is 1).
-        train = dataclasses.asdict(header["settings"].train)
-        click.echo(f"  training         {_fields(train)}")
-        click.echo(f"  seed             {settings['seed']}")
-        if header["model_sha256"]:
-            flag = "--resume" if header["model_resume"] else "--model"
-            click.echo(f"  starting model   sha256 {header['model_sha256']} ({flag})")
     sys.exit(1 if failed else 0)
+
+
+def _info_one(path, test, start, resume, quiet, memlimit):
+    """Print the info of one file; False if its --test failed."""
+    name = "stdin" if path == "-" else path
+    with contextlib.ExitStack() as stack:
+        if path == "-":
+            _refuse_terminal_stdin(False, "; give a file or a pipe")
+            f = stack.enter_context(_rewindable(sys.stdin.buffer))
+        else:
+            f = stack.enter_context(open(path, "rb"))
+        header = container.read_header(f)
+        length, crc, streams = _scan_to_end(f, header)
+        _print_header(name, header, length, crc, f.tell(), streams)
+        if not test:
+            return True
+        f.seek(0)
+        try:
+            if header["settings"] is not None:
+                _compile_note(header["settings"], quiet)
+            with _progress(length, os.path.basename(name), quiet) as progress:
+                codec.decompress_stream(f, _Discard(), progress=progress, model=start,
+                                        resume=resume, memlimit=memlimit)  # fmt: skip
+        except MambazipError as exc:
+            click.echo(f"  test             failed: {exc}")
+            _say(_describe(name, exc))
+            return False
+        click.echo("  test             OK")
+        return True
+
+
+def _print_header(name, header, length, crc, size, streams):
+    bpb = 8.0 * size / length if length else 0.0
+    click.echo(f"{name}:")
+    click.echo(f"  format version   {header['version']}")
+    if streams > 1:
+        click.echo(f"  streams          {streams} (decoded as one output; the first is shown)")
+    click.echo(f"  original size    {length} bytes (crc32 {crc:08x})")
+    click.echo(f"  compressed size  {size} bytes, {bpb:.4f} bits/byte")
+    if header.get("name") is not None:
+        click.echo(f"  stored name      {header['name']}")
+    if header.get("mtime") is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(header["mtime"]))
+        click.echo(f"  stored mtime     {header['mtime']} ({when})")
+    if header["settings"] is None:
+        click.echo("  model            none (an empty stream)")
+        return
+    settings = header["settings"].to_dict()
+    click.echo(f"  block size       {header['block_size']}")
+    click.echo(f"  model            {_fields(settings['model'])}")
+    # Every field, bptt included (the header of a format-1 file leaves it out: it is 1).
+    train = dataclasses.asdict(header["settings"].train)
+    click.echo(f"  training         {_fields(train)}")
+    if settings.get("mix") is not None:
+        mix = settings["mix"]
+        click.echo(f"  mixing           {_fields(mix) if isinstance(mix, dict) else mix}")
+    click.echo(f"  seed             {settings['seed']}")
+    if header["model_sha256"]:
+        flag = "--resume" if header["model_resume"] else "--model"
+        click.echo(f"  starting model   sha256 {header['model_sha256']} ({flag})")
+
+
+@contextlib.contextmanager
+def _rewindable(stream):
+    """A seekable copy of a pipe (in memory up to 16 MB, then in a temporary file)."""
+    with tempfile.SpooledTemporaryFile(max_size=16 << 20) as f:
+        while chunk := stream.read(1 << 20):
+            f.write(chunk)
+        f.seek(0)
+        yield f
 
 
 def _fields(d):
@@ -367,38 +568,132 @@ def _fields(d):
     return " ".join(f"{k}={show(v)}" for k, v in d.items())
 
 
-def _scan_to_end(f, block_size):
-    for n_bytes, words in container.read_blocks(f, block_size):
-        if n_bytes == "end":
-            length, crc = words
-            return length, crc, f.tell()
-    raise AssertionError("read_blocks always ends with the trailer")
+def _scan_to_end(f, header):
+    """(total original length, CRC32 of the first stream, number of streams) of the
+    seekable ``f`` positioned after its first header; leaves ``f`` at its end."""
+    total, first_crc, streams = 0, None, 0
+    while True:
+        blocks = container.read_blocks(f, header["block_size"], header["version"])
+        for n_bytes, payload in blocks:
+            if n_bytes == "end":
+                length, crc = payload
+        total += length
+        first_crc = crc if first_crc is None else first_crc
+        streams += 1
+        here = f.tell()
+        if not f.read(1):
+            return total, first_crc, streams
+        f.seek(here)
+        header = container.read_header(f, following=True)
+
+
+# ------------------------------------------------------------------------- progress
+
+
+class _Progress:
+    """The progress reporter handed to the codec: ``self(n_bytes, bits)`` after each chunk.
+
+    A tqdm bar on stderr when it is a terminal and the input is worth waiting for (or of
+    unknown size); with ``verbose`` off a terminal, a plain line every
+    PROGRESS_LINE_SECONDS. Sizes and speeds in units of 1000 bytes (kB, KB/s), as
+    everywhere else. Either way it is where a signal deferred out of Numba is raised."""
+
+    def __init__(self, total, name, quiet, verbose=False, clock=time.monotonic):
+        self.total, self.name, self.clock = total, name, clock
+        self.done, self.bits = 0, 0.0
+        self.bar = None
+        self.lines = False
+        if quiet:
+            return
+        if sys.stderr.isatty():
+            if total is None or total >= PROGRESS_MIN_BYTES:
+                # Updates come once per 4 KB chunk, a few a second: draw every one of them.
+                self.bar = tqdm(total=total, desc=name, unit="B", unit_scale=True,
+                                unit_divisor=KB, file=sys.stderr, leave=False,
+                                dynamic_ncols=True, mininterval=0)  # fmt: skip
+        elif verbose:
+            self.lines = True
+            self.start = self.last = clock()
+
+    def set_total(self, total):
+        """The input's size, once known (the decoder learns it from the header)."""
+        self.total = total
+        if self.bar is not None and total is not None:
+            self.bar.total = total
+            self.bar.refresh()
+
+    def __call__(self, n_bytes, bits=0.0):
+        entry.check()
+        self.done += n_bytes
+        self.bits += bits
+        if self.bar is not None:
+            if self.bits:
+                self.bar.set_postfix_str(f"{self.bits / self.done:.3f} bits/byte", refresh=False)
+            self.bar.update(n_bytes)
+        elif self.lines:
+            now = self.clock()
+            if now - self.last >= PROGRESS_LINE_SECONDS:
+                self.last = now
+                _say(self.line(now - self.start))
+
+    def line(self, seconds):
+        parts = [f"{self.name}: {_size(self.done)}"]
+        if self.total:
+            parts[0] += f" of {_size(self.total)} ({100 * self.done / self.total:.0f} %)"
+        if self.bits:
+            parts.append(f"{self.bits / self.done:.3f} bits/byte")
+        parts.append(f"{self.done / KB / max(seconds, 1e-9):.2f} KB/s")
+        return ", ".join(parts)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _size(n):
+    if n < KB:
+        return f"{n} B"
+    if n < KB * KB:
+        return f"{n / KB:.1f} kB"
+    return f"{n / KB / KB:.2f} MB"
 
 
 @contextlib.contextmanager
-def _progress(total, name, quiet):
-    """A tqdm bar on stderr when it is a terminal and the input is worth waiting for."""
-    show = not quiet and sys.stderr.isatty() and (total is None or total >= PROGRESS_MIN_BYTES)
-    if not show:
-        yield _check_interrupt
-        return
-    # Updates come once per 4 KB chunk, a few a second: draw every one of them.
-    bar = tqdm(total=total, desc=name, unit="B", unit_scale=True, unit_divisor=1024,
-               file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=0)  # fmt: skip
-    done = [0, 0.0]
-
-    def update(n_bytes, bits):
-        _check_interrupt()
-        done[0] += n_bytes
-        done[1] += bits
-        if done[1]:
-            bar.set_postfix_str(f"{done[1] / done[0]:.3f} bits/byte", refresh=False)
-        bar.update(n_bytes)
-
+def _progress(total, name, quiet, verbose=False):
+    progress = _Progress(total, name, quiet, verbose)
     try:
-        yield update
+        yield progress
     finally:
-        bar.close()
+        progress.close()
+
+
+_compile_noted = []
+
+
+def _compile_note(settings, quiet):
+    """Say once per run that the kernels are compiling when Numba's cache for them is empty
+    or stale (a first run, or a run after an upgrade): it takes about a minute."""
+    if quiet or _compile_noted:
+        return
+    if not _kernels_cached(settings):
+        _compile_noted.append(True)
+        _say("note: compiling kernels (about a minute, once)")
+
+
+def _kernels_cached(settings):
+    """Whether Numba's cache holds the loop kernel these settings run, for this source.
+    Reads Numba's cache index (the same check Numba makes before loading it); where that
+    internal API is missing, says yes rather than print a wrong note."""
+    try:
+        from .kernels import segment, step
+
+        kernel = segment.run_segments if settings.train.bptt > 1 else step.run_bytes
+        return bool(kernel._cache._cache_file._load_index())
+    except Exception:
+        return True
+
+
+# ------------------------------------------------------------------------- files
 
 
 def _describe(path, exc):
@@ -407,8 +702,24 @@ def _describe(path, exc):
     return f"{path}: {exc}"
 
 
-def _each(files, output, to_stdout, force, remove, verbose, run, name_output, test=False,
-          binary_out=False):  # fmt: skip
+class _Skip(Exception):  # noqa: N818 (not an error)
+    """An input left alone on purpose: a note, not an error."""
+
+
+@dataclasses.dataclass
+class _Job:
+    """One input: its path (- for stdin), the name shown, its stat and size when known."""
+
+    path: str
+    stdin: bool
+    name: str
+    src_stat: os.stat_result = None
+    size: int = None
+
+
+def _each(files, output, to_stdout, force, remove, quiet, verbose, run, name_output,
+          test=False, binary_out=False, binary_in=False, skip=None, after=None,
+          rename=None):  # fmt: skip
     files = files or ("-",)
     if output is not None and len(files) > 1:
         raise click.UsageError("-o/--output takes one input file")
@@ -417,8 +728,12 @@ def _each(files, output, to_stdout, force, remove, verbose, run, name_output, te
     failed = False
     for path in files:
         try:
+            entry.check()
             _one(path, output, to_stdout, force, remove, verbose, run, name_output, test,
-                 binary_out)  # fmt: skip
+                 binary_out, binary_in, skip, after, rename)  # fmt: skip
+        except _Skip as note:
+            if not quiet:
+                _say(f"note: {note}")
         except (MambazipError, OSError) as exc:
             _say(_describe(path, exc))
             failed = True
@@ -426,37 +741,107 @@ def _each(files, output, to_stdout, force, remove, verbose, run, name_output, te
         sys.exit(1)
 
 
-def _one(path, output, to_stdout, force, remove, verbose, run, name_output, test, binary_out):
+def _check_input(path, force):
+    """Regular files only, unless -f: not symlinks, devices, FIFOs or sockets."""
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise MambazipError("is a directory; skipped")
+    if force:
+        if stat.S_ISLNK(st.st_mode) and stat.S_ISDIR(os.stat(path).st_mode):
+            raise MambazipError("is a symbolic link to a directory; skipped")
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise MambazipError("is a symbolic link; use -f to follow it")
+    kinds = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+             stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}  # fmt: skip
+    for test, kind in kinds.items():
+        if test(st.st_mode):
+            raise MambazipError(f"is {kind}, not a regular file; use -f to read it")
+
+
+def _same_stat(a, b):
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _refuse_same(path, stdin, target, src_stat):
+    """An output that is the input is refused, -f or not: writing it would destroy the input
+    (and --rm would then delete the only copy)."""
+    if target is None:
+        return
+    if target == "-":
+        out = os.fstat(sys.stdout.fileno()) if _has_fileno(sys.stdout) else None
+        if out is not None and stat.S_ISREG(out.st_mode) and _same_stat(out, src_stat):
+            raise MambazipError("stdout is the input file; nothing written")
+        return
+    try:
+        out = os.stat(target)
+    except OSError:
+        return
+    if (not stdin and target == path) or _same_stat(out, src_stat):
+        raise MambazipError(f"the output {target} is the input file; nothing written")
+
+
+def _has_fileno(stream):
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
+def _refuse_terminal_stdin(force, hint="; use -f to force"):
+    if not force and sys.stdin.isatty():
+        raise MambazipError(f"compressed data not read from a terminal{hint}")
+
+
+def _one(path, output, to_stdout, force, remove, verbose, run, name_output, test, binary_out,
+         binary_in, skip, after, rename):  # fmt: skip
     stdin = path == "-"
+    if not stdin:
+        _check_input(path, force)
+    derived = False
     if test:
         target = None
     elif to_stdout or output == "-" or (stdin and output is None):
         target = "-"
     else:
-        target = output or name_output(path)
+        if output is None and skip is not None and not force and (note := skip(path)):
+            raise _Skip(note)
+        derived = output is None
+        target = output or (None if rename else name_output(path))
     if target == "-" and binary_out and sys.stdout.isatty() and not force:
         raise MambazipError("compressed data not written to a terminal; use -f to force")
-    name = "stdin" if stdin else os.path.basename(path)
+    if stdin and binary_in:
+        _refuse_terminal_stdin(force)
+    job = _Job(path, stdin, "stdin" if stdin else os.path.basename(path))
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if stdin else stack.enter_context(open(path, "rb"))
-        size = None if stdin else os.fstat(src.fileno()).st_size
+        if derived and rename:
+            target = rename(path, src)
+        job.src_stat = os.fstat(src.fileno()) if _has_fileno(src) else None
+        if job.src_stat is not None:
+            _refuse_same(path, stdin, target, job.src_stat)
+        regular = job.src_stat is not None and stat.S_ISREG(job.src_stat.st_mode)
+        job.size = job.src_stat.st_size if regular else None
         if target is None:
-            stats = run(src, _Discard(), size, name)
+            stats = run(src, _Discard(), job)
         elif target == "-":
-            stats = run(src, sys.stdout.buffer, size, name)
+            stats = run(src, sys.stdout.buffer, job)
             sys.stdout.buffer.flush()
         else:
-            mode = None if stdin else os.fstat(src.fileno()).st_mode & 0o777
+            mode = job.src_stat.st_mode & 0o777 if regular and not stdin else None
             with atomic_output(target, force, mode) as dst:
-                stats = run(src, dst, size, name)
+                stats = run(src, dst, job)
+    if after is not None:
+        after(job, stats, target)
     if remove and not stdin and target not in (None, "-"):
         os.unlink(path)
     if verbose:
-        _summary(name, stats, test)
+        _summary(job.name, stats, test)
 
 
 def _summary(name, stats, test):
-    speed = stats.original_bytes / 1000 / max(stats.seconds, 1e-9)
+    speed = stats.original_bytes / KB / max(stats.seconds, 1e-9)
     status = "OK, " if test else ""
     click.echo(
         f"{name}: {status}{stats.original_bytes} <-> {stats.compressed_bytes} bytes, "
@@ -470,50 +855,65 @@ class _Discard:
         return len(data)
 
 
-class _Interrupted(BaseException):
-    """Ctrl-C. Not a KeyboardInterrupt, which click would answer with a blank line."""
+# ------------------------------------------------------------------------- entry
 
 
-_interrupt_seen = []
+# gzip's mode flags on the main command: the command they stand for, and its arguments.
+_MODES = {"d": ("decompress",), "z": ("compress",), "l": ("info",), "t": ("decompress", "-t")}
+_LONG_MODES = {"--decompress": "d", "--uncompress": "d", "--compress": "z", "--list": "l",
+               "--test": "t"}  # fmt: skip
+_BUNDLE_LETTERS = set("cdfklnNqtvz")  # the one-letter flags that may share a dash with a mode
 
 
-def _interrupt(signum, frame):
-    # Interrupting Numba while it compiles or loads its cache breaks LLVM objects (and inside
-    # its ctypes callbacks the exception is swallowed): there, the signal is only recorded
-    # and raised at the next progress report.
-    _interrupt_seen.append(signum)
-    if not _inside_numba(frame):
-        raise _Interrupted
+def _translate(args):
+    """``mambazip -d FILE`` -> ``mambazip decompress FILE`` (and -z, -l, -t, bundles such as
+    -dc); other arguments are left to click."""
+    if not args or args[0] in cli.commands or args[0] in ("-h", "--help", "-V", "--version"):
+        return args
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in _LONG_MODES:
+            return [*_MODES[_LONG_MODES[arg]], *args[:i], *args[i + 1 :]]
+        letters = arg[1:]
+        if arg.startswith("-") and not arg.startswith("--") and letters:
+            if not set(letters) <= _BUNDLE_LETTERS or not set(letters) & set("dzlt"):
+                continue
+            mode = next(m for m in "dzlt" if m in letters)  # -dt: decompress -t
+            rest = letters.replace(mode, "", 1)
+            return [*_MODES[mode], *args[:i], *([f"-{rest}"] if rest else []), *args[i + 1 :]]
+    return args
 
 
-def _inside_numba(frame):
-    while frame is not None:
-        if frame.f_globals.get("__name__", "").startswith(("numba", "llvmlite")):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _check_interrupt(n_bytes=0, bits=0.0):
-    if _interrupt_seen:
-        raise _Interrupted
+def run(args, prog_name="mambazip", command=None):
+    """Run the command line on ``args``; returns the exit code. Signals (``entry.Interrupted``)
+    pass through to the caller, ``entry.run``."""
+    if command is None and not args:
+        click.echo(f"mambazip: {SHORT_USAGE}", err=True)
+        return 2
+    target = cli if command is None else cli.commands[command]
+    if command is None:
+        args = _translate(args)
+    try:
+        rv = target.main(args, prog_name=prog_name, standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except click.UsageError as exc:
+        _say(f"{exc.format_message()} (see {prog_name} --help)")
+        return 2
+    except click.ClickException as exc:
+        _say(exc.format_message())
+        return exc.exit_code
+    except click.exceptions.Abort:  # click's answer to a KeyboardInterrupt it caught
+        raise entry.Interrupted(signal.SIGINT) from None
+    except BrokenPipeError:
+        # The reader went away: say nothing more, and let no flush at exit complain.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def main():
-    previous = signal.signal(signal.SIGINT, _interrupt)
-    try:
-        cli.main(prog_name="mambazip", standalone_mode=False)
-    except click.UsageError as exc:
-        _say(f"{exc.format_message()} (see mambazip --help)")
-        sys.exit(2)
-    except click.ClickException as exc:
-        _say(exc.format_message())
-        sys.exit(exc.exit_code)
-    except (_Interrupted, click.exceptions.Abort):
-        _say("interrupted")
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(1)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    """The ``mambazip`` command (kept for callers of ``mambazip.cli:main``)."""
+    entry.main()

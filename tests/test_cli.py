@@ -290,10 +290,24 @@ def test_explicit_options_override_the_preset(run_cli, sample_file):
 
 
 def test_library_and_cli_write_the_same_bytes(run_cli, tiny_flags, sample_file, tiny_settings):
+    """The CLI adds to the library's call only what it knows of the file (gzip's -N
+    default): its name, mtime and size."""
     result = run_cli("compress", *tiny_flags, "-c", sample_file)
     assert result.exit_code == 0
     out = io.BytesIO()
-    mambazip.compress_stream(io.BytesIO(sample_file.read_bytes()), out, tiny_settings)
+    st = sample_file.stat()
+    extras = {"name": "sample.txt", "mtime": int(st.st_mtime), "size": st.st_size}
+    mambazip.compress_stream(io.BytesIO(sample_file.read_bytes()), out, tiny_settings, **extras)
+    assert result.stdout == out.getvalue()
+
+
+def test_library_and_cli_write_the_same_bytes_from_stdin(
+    run_cli, tiny_flags, sample, tiny_settings
+):
+    result = run_cli("compress", *tiny_flags, input=sample)
+    assert result.exit_code == 0
+    out = io.BytesIO()
+    mambazip.compress_stream(io.BytesIO(sample), out, tiny_settings)
     assert result.stdout == out.getvalue()
 
 

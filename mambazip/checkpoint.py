@@ -27,8 +27,9 @@ from . import hf
 from .config import ModelConfig, Settings, load_preset
 from .errors import CheckpointError, ConfigError
 from .files import atomic_output
+from .limits import loads_json
 from .model import OnlineLearner
-from .params import Params
+from .params import Params, flat_size
 
 FORMAT_VERSION = 1
 MOMENT_PREFIXES = ("mambazip.adam_m.", "mambazip.adam_v.")
@@ -151,51 +152,95 @@ def write(path, checkpoint, force=False):
         f.write(checkpoint.to_bytes())
 
 
-def load(path):
+def load(path, memlimit=None):
     """A ``Checkpoint`` from one of our files, a transformers or mamba_ssm folder, or one
-    safetensors file of either."""
-    weights = hf.load_weights(path)
+    safetensors or PyTorch file of either. Everything loading allocates (the files' bytes,
+    their tensors, the parameters and moments) is taken from one budget of ``memlimit`` bytes
+    (None: limits.DEFAULT_MEMLIMIT) before it is allocated; weights and moments must be
+    finite (and Adam's second moments not negative)."""
+    budget = hf.budget_for(path, memlimit)
+    weights = hf.load_weights(path, budget=budget)
     meta = weights.metadata
     if _KEY_VERSION in meta:
-        return _ours(path, weights)
-    params = _params(path, weights.config, weights.tensors)
+        return _ours(path, weights, budget)
+    params = _params(path, weights.config, weights.tensors, budget)
     return Checkpoint(weights.config, params, sha256=weights.sha256, notices=weights.notices)
 
 
-def _params(path, cfg, tensors, prefix=""):
-    for name in hf.expected_names(cfg):
+def _params(path, cfg, tensors, budget, prefix="", moment=None):
+    names = hf.expected_names(cfg)
+    for name in names:
         if prefix + name not in tensors:
             raise CheckpointError(f"{path}: missing tensor {prefix + name}")
+    for name in names:
+        _check_values(path, prefix + name, tensors[prefix + name], moment)
+    budget.take(4 * flat_size(cfg))
     try:
-        return Params.from_hf(cfg, {n: tensors[prefix + n] for n in hf.expected_names(cfg)})
+        return Params.from_hf(cfg, {n: tensors[prefix + n] for n in names})
     except ConfigError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
 
 
-def _ours(path, weights):
+def _check_values(path, name, value, moment):
+    """Refuse NaN or infinite values (they would turn every prediction into NaN and code the
+    data at the coder's floor), and negative Adam second moments (their square root is NaN)."""
+    finite = np.isfinite(value)
+    if not finite.all():
+        bad = np.asarray(value).flat[int(np.argmin(finite.reshape(-1)))]
+        raise CheckpointError(
+            f"{path}: tensor {name} holds {int(finite.size - finite.sum())} non-finite "
+            f"value(s) (first: {bad}); refusing a model with NaN or infinite weights"
+        )
+    if moment == "v" and (np.asarray(value) < 0).any():
+        raise CheckpointError(
+            f"{path}: tensor {name} holds negative values; Adam's second moments are >= 0"
+        )
+
+
+def _ours(path, weights, budget):
     meta = weights.metadata
     version = meta[_KEY_VERSION]
     if version != str(FORMAT_VERSION):
         raise CheckpointError(
-            f"{path}: checkpoint format version {version!r}; this mambazip reads version "
+            f"{path}: checkpoint format version {_short(version)}; this mambazip reads version "
             f"{FORMAT_VERSION} (upgrade mambazip if the file is newer)"
         )
+
+    def malformed(message):
+        return CheckpointError(f"{path}: malformed checkpoint metadata ({message})")
+
     try:
-        settings = Settings.from_dict(json.loads(meta[_KEY_SETTINGS]))
-        trainer = json.loads(meta[_KEY_TRAINER])
+        settings_json = loads_json(meta[_KEY_SETTINGS], _KEY_SETTINGS, error=malformed)
+        trainer = loads_json(meta[_KEY_TRAINER], _KEY_TRAINER, error=malformed)
+        if not isinstance(settings_json, dict) or not isinstance(trainer, dict):
+            raise malformed(f"{_KEY_SETTINGS} and {_KEY_TRAINER} must be JSON objects")
+        settings = Settings.from_dict(settings_json)
         step, learned, has_moments = trainer["step"], trainer["learned"], trainer["moments"]
     except (KeyError, ValueError, TypeError, ConfigError) as exc:
-        raise CheckpointError(f"{path}: malformed checkpoint metadata ({exc})") from None
+        raise malformed(_one_line(exc)) from None
     for name, value in (("step", step), ("learned", learned)):
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 62:
-            raise CheckpointError(f"{path}: malformed checkpoint metadata ({name} {value!r})")
+            raise malformed(f"{name} {_short(value)}")
+    if not isinstance(has_moments, bool):
+        raise malformed(f"moments {_short(has_moments)}, expected true or false")
     cfg = settings.model
-    params = _params(path, cfg, weights.tensors)
+    params = _params(path, cfg, weights.tensors, budget)
     moments = None
     if has_moments:
         moments = tuple(
-            _params(path, cfg, weights.tensors, prefix).flat for prefix in MOMENT_PREFIXES
+            _params(path, cfg, weights.tensors, budget, prefix, moment).flat
+            for prefix, moment in zip(MOMENT_PREFIXES, "mv", strict=True)
         )
     return Checkpoint(
         cfg, params, moments, step, learned, settings, weights.sha256, weights.notices
     )
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _one_line(exc):
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."

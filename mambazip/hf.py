@@ -12,16 +12,16 @@ PyTorch files are read by ``torchbin`` without torch, plain tensors only.
 
 import dataclasses
 import hashlib
-import json
+import math
 import os
 import struct
 
 import numpy as np
-from safetensors import SafetensorError, deserialize
 
 from . import torchbin
 from .config import VOCAB, ModelConfig
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError, ConfigError, MemoryLimitError
+from .limits import MAX_JSON_BYTES, Budget, loads_json
 from .params import tensor_table
 
 EMBEDDING = "backbone.embeddings.weight"
@@ -44,59 +44,151 @@ class Weights:
     notices: list
 
 
-def read_weights(path):
+class CheckpointMemoryError(CheckpointError, MemoryLimitError):
+    """A model file that would need more memory than the limit (``--memlimit``) to load."""
+
+
+def budget_for(path, memlimit=None):
+    """The ``limits.Budget`` that loading the model at ``path`` takes its memory from."""
+    return Budget(memlimit, f"{path}: loading this model", CheckpointMemoryError)
+
+
+def read_weights(path, budget=None):
     """(float32 tensors by name, metadata dict, SHA-256 of the file) of one safetensors or
-    PyTorch (``torch.save``, a zip archive) file."""
+    PyTorch (``torch.save``, a zip archive) file. The file's bytes and every tensor are
+    taken from ``budget`` (default: a fresh one of DEFAULT_MEMLIMIT) before they are read."""
+    budget = budget_for(path) if budget is None else budget
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            size = os.fstat(f.fileno()).st_size
+            budget.take(size)
+            data = f.read(size + 1)
     except OSError as exc:
         raise CheckpointError(f"{path}: {exc.strerror or exc}") from None
+    if len(data) != size:
+        raise CheckpointError(f"{path}: the file changed while it was read")
     sha = hashlib.sha256(data).hexdigest()
     if data[:4] == b"PK\x03\x04":
-        return torchbin.read_torch(path, data), {}, sha
-    return *_read_safetensors(path, data), sha
+        return torchbin.read_torch(path, data, budget), {}, sha
+    return *_read_safetensors(path, data, budget), sha
 
 
-def _read_safetensors(path, data):
-    try:
-        entries = deserialize(data)
-    except SafetensorError as exc:
-        raise CheckpointError(f"{path}: not a valid safetensors file ({exc})") from None
-    # deserialize has validated the header; it does not return the metadata, so read it here.
+def _invalid(path, why):
+    return CheckpointError(f"{path}: not a valid safetensors file ({why})")
+
+
+def _read_safetensors(path, data, budget):
+    """Tensors and metadata of a safetensors file, checked as the format requires (header
+    bounded, str->str metadata, offsets covering the data exactly once, byte ranges matching
+    dtype and shape) before any tensor is converted."""
+    if len(data) < 8:
+        raise _invalid(path, f"{len(data)} bytes, shorter than the 8-byte header length")
     (header_len,) = struct.unpack("<Q", data[:8])
     if header_len > _MAX_HEADER:
-        raise CheckpointError(f"{path}: safetensors header of {header_len} bytes is too large")
-    metadata = json.loads(data[8 : 8 + header_len]).get("__metadata__") or {}
+        raise _invalid(path, f"header of {header_len} bytes, more than the {_MAX_HEADER} allowed")
+    if 8 + header_len > len(data):
+        raise _invalid(path, f"header of {header_len} bytes reaches past the end of the file")
+
+    def invalid(message):
+        return _invalid(path, message.removeprefix(f"{path}: "))
+
+    header = loads_json(data[8 : 8 + header_len], path, max_bytes=_MAX_HEADER, error=invalid)
+    if not isinstance(header, dict):
+        raise _invalid(path, "the header is not a JSON object")
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise _invalid(path, "__metadata__ is not a map of strings to strings")
+    body = len(data) - 8 - header_len
+    entries = []
+    for name, entry in header.items():
+        begin, end, dtype, shape = _entry(path, name, entry)
+        entries.append((begin, end, name, dtype, shape))
+    entries.sort()
+    at = 0
+    for begin, end, name, _, _ in entries:
+        if begin != at:
+            raise _invalid(path, f"tensor {name} starts at byte {begin}, expected {at}")
+        at = end
+    if at != body:
+        raise _invalid(path, f"the tensors cover {at} bytes of the {body} after the header")
+    floats = sum(4 * math.prod(shape) for _, _, _, dtype, shape in entries if dtype in _WIDTHS)
+    budget.take(floats)
     tensors = {}
-    for name, entry in entries:
-        tensors[name] = _to_float32(path, name, entry)
+    start = 8 + header_len
+    for begin, end, name, dtype, shape in sorted(entries, key=lambda e: e[2]):
+        tensors[name] = _to_float32(path, name, dtype, data, start + begin, end - begin, shape)
     return tensors, metadata
 
 
-def _to_float32(path, name, entry):
-    dtype, raw, shape = entry["dtype"], entry["data"], tuple(entry["shape"])
+# Bytes per value of every safetensors dtype, and the float ones read here.
+_ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2,
+    "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
+}  # fmt: skip
+_WIDTHS = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "BF16": "bf16"}
+
+
+def _entry(path, name, entry):
+    """(begin, end, dtype, shape) of one header entry, its byte range checked against its
+    dtype and shape."""
+    if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+        raise _invalid(path, f"tensor {name}: expected dtype, shape and data_offsets")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in _ITEMSIZE:
+        raise _invalid(path, f"tensor {name}: unknown dtype {_short(dtype)}")
+    if not _ints(shape) or len(shape) > 16:
+        raise _invalid(path, f"tensor {name}: shape {_short(shape)} is not a list of sizes")
+    if not _ints(offsets) or len(offsets) != 2 or offsets[0] > offsets[1]:
+        raise _invalid(path, f"tensor {name}: data_offsets {_short(offsets)} is no byte range")
+    begin, end = offsets
+    if end - begin != math.prod(shape) * _ITEMSIZE[dtype]:
+        raise _invalid(
+            path,
+            f"tensor {name}: {end - begin} bytes for shape {shape} of {dtype}, expected "
+            f"{math.prod(shape) * _ITEMSIZE[dtype]}",
+        )
+    return begin, end, dtype, tuple(shape)
+
+
+def _ints(value):
+    return isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+    )
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _to_float32(path, name, dtype, data, offset, nbytes, shape):
+    if dtype not in _WIDTHS:
+        raise CheckpointError(f"{path}: tensor {name} has dtype {dtype}, expected a float type")
     if dtype == "BF16":
         # bfloat16 is the top half of a float32: widening is exact.
-        bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << np.uint32(16)
-        return bits.view(np.float32).reshape(shape)
-    if dtype not in _FLOAT_DTYPES:
-        raise CheckpointError(f"{path}: tensor {name} has dtype {dtype}, expected a float type")
-    return np.frombuffer(raw, dtype=_FLOAT_DTYPES[dtype]).astype(np.float32).reshape(shape)
+        raw = np.frombuffer(data, dtype="<u2", count=nbytes // 2, offset=offset)
+        return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32).reshape(shape)
+    width = np.dtype(_WIDTHS[dtype])
+    raw = np.frombuffer(data, dtype=width, count=nbytes // width.itemsize, offset=offset)
+    return raw.astype(np.float32).reshape(shape)
 
 
-def load_weights(path):
-    """``Weights`` of a transformers or mamba_ssm folder, or of one safetensors file."""
+def load_weights(path, memlimit=None, budget=None):
+    """``Weights`` of a transformers or mamba_ssm folder, or of one safetensors or PyTorch
+    file. What loading allocates, over all files of a folder, is taken from one budget:
+    ``budget`` or a new one of ``memlimit`` bytes (None: limits.DEFAULT_MEMLIMIT)."""
+    budget = budget_for(path, memlimit) if budget is None else budget
     if os.path.isdir(path):
         files, config_json = _folder_files(path)
         tensors, digests = {}, []
         for file in files:
-            part, _, sha = read_weights(file)
+            part, _, sha = read_weights(file, budget)
             tensors.update(part)
             digests.append(f"{os.path.basename(file)} {sha}\n")
         if config_json is not None:
-            with open(config_json, "rb") as f:
-                raw = f.read()
+            raw = _read_small(config_json)
             digests.insert(0, f"config.json {hashlib.sha256(raw).hexdigest()}\n")
             config = _parse_json(config_json, raw)
         else:
@@ -105,12 +197,24 @@ def load_weights(path):
         sha = hashlib.sha256("".join(digests).encode()).hexdigest()
         metadata = {}
     else:
-        tensors, metadata, sha = read_weights(path)
+        tensors, metadata, sha = read_weights(path, budget)
         config = None
     notices = []
     tensors = _rename_mamba_ssm(tensors)
     cfg = _config(path, config, tensors, notices)
     return Weights(cfg, tensors, metadata, sha, notices)
+
+
+def _read_small(path):
+    """The bytes of a JSON file that a folder brings, refused beyond MAX_JSON_BYTES."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_JSON_BYTES + 1)
+    except OSError as exc:
+        raise CheckpointError(f"{path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_JSON_BYTES:
+        raise CheckpointError(f"{path}: larger than the {MAX_JSON_BYTES} bytes a JSON file may be")
+    return raw
 
 
 def _folder_files(folder):
@@ -122,15 +226,15 @@ def _folder_files(folder):
     if os.path.isfile(single):
         return [single], config
     if os.path.isfile(index):
-        with open(index, "rb") as f:
-            data = _parse_json(index, f.read())
+        data = _parse_json(index, _read_small(index))
         weight_map = data.get("weight_map") if isinstance(data, dict) else None
         if not isinstance(weight_map, dict) or not weight_map:
             raise CheckpointError(f"{index}: no weight_map")
+        for name in weight_map.values():
+            if not isinstance(name, str) or not name or os.path.basename(name) != name:
+                raise CheckpointError(f"{index}: bad shard name {_short(name)}")
         names = sorted(set(weight_map.values()))
         for name in names:
-            if not isinstance(name, str) or os.path.basename(name) != name:
-                raise CheckpointError(f"{index}: bad shard name {name!r}")
             if not os.path.isfile(os.path.join(folder, name)):
                 raise CheckpointError(f"{folder}: shard {name} listed in {INDEX} is missing")
         return [os.path.join(folder, name) for name in names], config
@@ -148,10 +252,7 @@ def _folder_files(folder):
 
 
 def _parse_json(path, raw):
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
+    data = loads_json(raw, path, error=CheckpointError)
     if not isinstance(data, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
     return data
@@ -217,53 +318,100 @@ def _cut_vocab(path, tensors, vocab, notices):
         )
 
 
-def _auto_rank(rank, d_model):
-    return -(-d_model // 16) if rank in (None, "auto") else rank
+# Ranges of the integers a config may hold; ModelConfig checks the model's own bounds after.
+_MAX_CONFIG_INT = 1 << 31
+
+
+def _int(c, key, default=None, low=1):
+    """``c[key]`` (or ``default`` when absent) as an integer in low..2^31, else ConfigError."""
+    value = c.get(key, default) if default is not None else c[key]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"{key} must be an integer, got {_short(value)}")
+    if not low <= value <= _MAX_CONFIG_INT:
+        raise ConfigError(f"{key} must be an integer in {low}..{_MAX_CONFIG_INT}, got {value}")
+    return value
+
+
+def _bool(c, key, default):
+    value = c.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, got {_short(value)}")
+    return value
+
+
+def _float(c, key, default):
+    value = c.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise ConfigError(f"{key} must be a number, got {_short(value)}")
+    return float(value)
+
+
+def _str(c, key, default):
+    value = c.get(key, default)
+    if not isinstance(value, str):
+        raise ConfigError(f"{key} must be a string, got {_short(value)}")
+    return value
+
+
+def _rank(c, key, d_model):
+    """A dt rank: absent, null or "auto" gives ceil(d_model / 16), as Mamba does."""
+    if c.get(key) in (None, "auto"):
+        return -(-d_model // 16)
+    return _int(c, key)
 
 
 def _fields_from_transformers(path, c):
-    if c.get("model_type", "mamba") != "mamba":
-        raise CheckpointError(f"{path}: model_type {c['model_type']!r} is not Mamba-1 ('mamba')")
-    if c.get("hidden_act", "silu") != "silu":
-        raise CheckpointError(f"{path}: hidden_act {c['hidden_act']!r}: only silu is supported")
-    d_model = c["hidden_size"]
+    model_type = _str(c, "model_type", "mamba")
+    if model_type != "mamba":
+        raise CheckpointError(f"{path}: model_type {_short(model_type)} is not Mamba-1 ('mamba')")
+    hidden_act = _str(c, "hidden_act", "silu")
+    if hidden_act != "silu":
+        raise CheckpointError(f"{path}: hidden_act {_short(hidden_act)}: only silu is supported")
+    d_model = _int(c, "hidden_size")
+    if c.get("intermediate_size") is not None:
+        d_inner = _int(c, "intermediate_size")
+    else:
+        d_inner = _int(c, "expand", 2) * d_model
     fields = {
         "d_model": d_model,
-        "n_layer": c["num_hidden_layers"],
-        "d_inner": c.get("intermediate_size") or c.get("expand", 2) * d_model,
-        "dt_rank": _auto_rank(c.get("time_step_rank"), d_model),
-        "d_state": c.get("state_size", 16),
-        "d_conv": c.get("conv_kernel", 4),
-        "norm_eps": float(c.get("layer_norm_epsilon", 1e-5)),
-        "proj_bias": c.get("use_bias", False),
-        "conv_bias": c.get("use_conv_bias", True),
-        "tie_embeddings": c.get("tie_word_embeddings", True),
+        "n_layer": _int(c, "num_hidden_layers"),
+        "d_inner": d_inner,
+        "dt_rank": _rank(c, "time_step_rank", d_model),
+        "d_state": _int(c, "state_size", 16),
+        "d_conv": _int(c, "conv_kernel", 4),
+        "norm_eps": _float(c, "layer_norm_epsilon", 1e-5),
+        "proj_bias": _bool(c, "use_bias", False),
+        "conv_bias": _bool(c, "use_conv_bias", True),
+        "tie_embeddings": _bool(c, "tie_word_embeddings", True),
     }
     if "vocab_size" in c:
-        fields["vocab"] = c["vocab_size"]
+        fields["vocab"] = _int(c, "vocab_size")
     return fields
 
 
 def _fields_from_mamba_ssm(c):
-    ssm = c.get("ssm_cfg") or {}
-    if ssm.get("layer", "Mamba1") != "Mamba1" or c.get("d_intermediate", 0):
+    ssm = c.get("ssm_cfg")
+    ssm = {} if ssm is None else ssm
+    if not isinstance(ssm, dict):
+        raise ConfigError(f"ssm_cfg must be an object, got {_short(ssm)}")
+    if _str(ssm, "layer", "Mamba1") != "Mamba1" or _int(c, "d_intermediate", 0, low=0):
         raise ConfigError("not a Mamba-1 model (Mamba-2 layers or MLPs)")
-    d_model = c["d_model"]
+    d_model = _int(c, "d_model")
     fields = {
         "d_model": d_model,
-        "n_layer": c["n_layer"],
-        "d_inner": ssm.get("expand", 2) * d_model,
-        "dt_rank": _auto_rank(ssm.get("dt_rank"), d_model),
-        "d_state": ssm.get("d_state", 16),
-        "d_conv": ssm.get("d_conv", 4),
-        "norm_eps": float(c.get("norm_epsilon", 1e-5)),
-        "proj_bias": ssm.get("bias", False),
-        "conv_bias": ssm.get("conv_bias", True),
-        "tie_embeddings": c.get("tie_embeddings", True),
+        "n_layer": _int(c, "n_layer"),
+        "d_inner": _int(ssm, "expand", 2) * d_model,
+        "dt_rank": _rank(ssm, "dt_rank", d_model),
+        "d_state": _int(ssm, "d_state", 16),
+        "d_conv": _int(ssm, "d_conv", 4),
+        "norm_eps": _float(c, "norm_epsilon", 1e-5),
+        "proj_bias": _bool(ssm, "bias", False),
+        "conv_bias": _bool(ssm, "conv_bias", True),
+        "tie_embeddings": _bool(c, "tie_embeddings", True),
     }
     if "vocab_size" in c:
-        multiple = c.get("pad_vocab_size_multiple", 1)
-        fields["vocab"] = -(-c["vocab_size"] // multiple) * multiple
+        multiple = _int(c, "pad_vocab_size_multiple", 1)
+        fields["vocab"] = -(-_int(c, "vocab_size") // multiple) * multiple
     return fields
 
 

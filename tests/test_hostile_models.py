@@ -198,6 +198,24 @@ def test_a_view_larger_than_its_storage_is_refused_in_bounded_memory(tmp_path, s
         checkpoint.load(str(path))
 
 
+@pytest.mark.parametrize("command", ["compress --resume", "score --model", "convert"])
+def test_every_command_that_loads_a_model_refuses_the_expansion_cleanly(tmp_path, command):
+    state = {"backbone.embeddings.weight": _Tensor(_Storage("0", 1), 0, (20_000, 20_000),
+                                                   (0, 0))}  # fmt: skip
+    bad = write_torch(tmp_path / "pytorch_model.bin", state, {"0": bytes(4)})
+    sample = tmp_path / "x"
+    sample.write_bytes(b"some text to compress " * 20)
+    args = {
+        "compress --resume": ("compress", sample, "--resume", bad),
+        "score --model": ("score", sample, "--model", bad),
+        "convert": ("convert", bad, tmp_path / "out.st"),
+    }[command]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    line = assert_one_line(*run_limited(*args))
+    assert line.startswith(f"mambazip: {bad}: unreadable PyTorch checkpoint (tensor of size")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 def test_a_zip_bomb_storage_is_refused_before_it_is_inflated(tmp_path):
     # 1.5 MB of deflated zeros declaring 1.5 GiB: with its float32 copy 3 GiB, over the
     # 2 GiB default; refused from the declared size, in a process limited to 1 GiB.

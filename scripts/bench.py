@@ -11,8 +11,10 @@ For each (file, compressor) pair this measures:
 * a round-trip check: SHA-256 of the decompressed output against the original.
 
 Compressors: mambazip (one row per ``--preset``, all with the same ``--mambazip-args``),
-``xz -9e``, ``bzip2 -9``, ``zstd -19``, and, when found on PATH, ``lstm-compress``, ``paq8px -8``,
-``cmix`` and ``nncp`` (absent ones are skipped and listed in the output). Every tool runs as a
+``xz -9e``, ``bzip2 -9``, ``zstd -19``, and, when found on PATH, ``lstm-compress``, ``paq8px -0L``
+and ``-8L``, ``cmix`` and ``nncp`` (absent ones are skipped and listed in the output). With
+``--ablate`` each preset also runs as the Mamba alone (``--mix none``) and as the context models
+alone (``--mix cm``). Every tool runs as a
 subprocess in its own empty temporary directory; inputs are first copied (or cut to ``--limit``
 bytes) into a temporary directory, so nothing is ever written next to the corpus.
 
@@ -92,7 +94,9 @@ OPTIONAL = (
         ("lstm-compress", "-c", "{in}", "{out}"),
         ("lstm-compress", "-d", "{in}", "{out}"),
     ),
-    Compressor("paq8px -8", ("paq8px", "-8", "{in}", "{out}"), ("paq8px", "-d", "{in}", "{out}")),
+    # -0L: its LSTM alone; -8L: every model and the LSTM (paq8px v216).
+    Compressor("paq8px -0L", ("paq8px", "-0L", "{in}", "{out}"), ("paq8px", "-d", "{in}", "{out}")),
+    Compressor("paq8px -8L", ("paq8px", "-8L", "{in}", "{out}"), ("paq8px", "-d", "{in}", "{out}")),
     Compressor("cmix", ("cmix", "-c", "{in}", "{out}"), ("cmix", "-d", "{in}", "{out}")),
     Compressor("nncp", ("nncp", "c", "{in}", "{out}"), ("nncp", "d", "{in}", "{out}")),
 )
@@ -107,15 +111,22 @@ def mambazip_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "mambazip"]
 
 
-def mambazip_variants(presets: list[str], extra: list[str]) -> list[Compressor]:
-    """One mambazip compressor per preset, each with the extra CLI options."""
+# --ablate: each part of the predictor alone before the preset as it is.
+ABLATIONS = (("--mix", "none"), ("--mix", "cm"))
+
+
+def mambazip_variants(presets: list[str], extra: list[str], ablate=False) -> list[Compressor]:
+    """One mambazip compressor per preset, each with the extra CLI options; with ``ablate``,
+    also the Mamba alone (--mix none) and the context models alone (--mix cm) per preset."""
     exe = tuple(mambazip_command())
     variants = []
     for preset in presets:
-        name = " ".join(["mambazip", preset, *extra])
-        comp = (*exe, "compress", "-q", "--preset", preset, *extra, "-o", "{out}", "{in}")
-        decomp = (*exe, "decompress", "-q", "-o", "{out}", "{in}")
-        variants.append(Compressor(name, comp, decomp, is_mambazip=True))
+        for options in (*(ABLATIONS if ablate else ()), ()):
+            args = [*options, *extra]
+            name = " ".join(["mambazip", preset, *args])
+            comp = (*exe, "compress", "-q", "--preset", preset, *args, "-o", "{out}", "{in}")
+            decomp = (*exe, "decompress", "-q", "-o", "{out}", "{in}")
+            variants.append(Compressor(name, comp, decomp, is_mambazip=True))
     return variants
 
 
@@ -596,6 +607,17 @@ def parse_args(argv=None) -> argparse.Namespace:
         'e.g. --mambazip-args "--lr 0.002" (use --mambazip-args=--opt for a lone option)',
     )
     p.add_argument(
+        "--ablate",
+        action="store_true",
+        help="per preset, also the Mamba alone (--mix none) and the context models alone "
+        "(--mix cm): what each part of the predictor is worth",
+    )
+    p.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="mambazip only: leave out xz, bzip2, zstd and the optional peers",
+    )
+    p.add_argument(
         "--limit",
         type=int,
         metavar="BYTES",
@@ -637,12 +659,13 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     files = input_files(args.files)
     presets = args.preset or sorted(p.stem for p in (REPO / "models").glob("*.json"))
-    variants = mambazip_variants(presets, shlex.split(args.mambazip_args))
+    variants = mambazip_variants(presets, shlex.split(args.mambazip_args), args.ablate)
     optional, missing = available_optional()
-    compressors = [*variants, *BASELINES, *optional]
+    baselines = [] if args.no_baselines else [*BASELINES, *optional]
+    compressors = [*variants, *baselines]
     header = {
         "machine": machine_line(),
-        "tools": ", ".join(tool_version(c.compress[0]) for c in (*BASELINES, *optional)),
+        "tools": ", ".join(tool_version(c.compress[0]) for c in baselines) or "none",
         "load_start": load_average(),
         "command": shlex.join([Path(sys.executable).name, *sys.argv]),
     }

@@ -263,7 +263,7 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
         _compile_note(settings, quiet)
         name = mtime = None
         if not job.stdin and not no_name:
-            name, mtime = os.path.basename(job.path), int(job.src_stat.st_mtime)
+            name, mtime = _storable_name(os.path.basename(job.path)), int(job.src_stat.st_mtime)
         with _progress(job.size, job.name, quiet, verbose) as progress:
             stats = codec.compress_stream(src, dst, settings, progress=progress, model=start,
                                           resume=resume, replay_chunk=replay_chunk, name=name,
@@ -274,8 +274,9 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
     def after(job, stats, target):
         # Larger because the model coded worse than 8 bits/byte, not because of the header's
         # few hundred bytes (a diverging --lr, bad weights, or incompressible data).
+        # NaN bits (non-finite weights) count as worse.
         n = stats.original_bytes
-        if not quiet and stats.compressed_bytes > n and stats.ideal_bits > 8 * n > 0:
+        if not quiet and n and stats.compressed_bytes > n and not stats.ideal_bits <= 8 * n:
             _say(f"warning: {job.name}: {stats.compressed_bytes} bytes coded, more than the "
                  f"input's {n}: the model needed {stats.ideal_bits / n:.3f} bits/byte")  # fmt: skip
 
@@ -344,6 +345,18 @@ def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, q
     else:
         _each(files, output, to_stdout, force, remove, quiet, verbose, run, name_output,
               binary_in=True, after=after, rename=rename)  # fmt: skip
+
+
+def _storable_name(name):
+    """``name`` if a header may hold it (a plain name in UTF-8 without control characters,
+    at most container.MAX_NAME bytes), else None: such a name is not stored."""
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeError:  # undecodable bytes in the file name (surrogate escapes)
+        return None
+    if len(encoded) > container.MAX_NAME or any(ord(c) < 32 or c in "/\\" for c in name):
+        return None
+    return name
 
 
 def _stored_name_output(name_output, quiet):

@@ -1,7 +1,15 @@
-"""The progress bar: on stderr when it is a terminal and the input is worth waiting for,
-showing bytes, speed and bits/byte; never with -q, for small inputs, or off a terminal."""
+"""Progress: a bar on stderr when it is a terminal and the input is worth waiting for,
+showing bytes, speed and bits/byte; never with -q or for small inputs; off a terminal only
+with -v, as a plain line every few seconds. Sizes count in 1000 bytes everywhere. A run whose
+kernels are not in Numba's cache says that it is compiling them."""
 
 import io
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import TINY_FLAGS
 
 from mambazip import cli
 
@@ -37,3 +45,104 @@ def test_no_bar_for_small_inputs(monkeypatch):
 def test_bar_for_input_of_unknown_size(monkeypatch):
     text = bar_output(monkeypatch, None)
     assert "notes.txt" in text and "2.000 bits/byte" in text
+
+
+# ------------------------------------------------------------------------- -v off a terminal
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def line_output(monkeypatch, total, steps, verbose=True, quiet=False):
+    """stderr (not a terminal) of a reporter fed ``steps`` of (seconds later, bytes, bits)."""
+    stream = io.StringIO()
+    stream.isatty = lambda: False
+    monkeypatch.setattr(cli.sys, "stderr", stream)
+    clock = Clock()
+    progress = cli._Progress(total, "notes.txt", quiet, verbose, clock=clock)
+    for seconds, n_bytes, bits in steps:
+        clock.now += seconds
+        progress(n_bytes, bits)
+    progress.close()
+    return stream.getvalue()
+
+
+def test_verbose_off_a_terminal_prints_a_plain_line_every_few_seconds(monkeypatch):
+    every = cli.PROGRESS_LINE_SECONDS
+    steps = [(every / 2, 100_000, 200_000.0)] * 6  # three intervals
+    lines = line_output(monkeypatch, 1_000_000, steps).splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith("mambazip: notes.txt: ")
+    assert lines[0] == (
+        f"mambazip: notes.txt: 200.0 kB of 1.00 MB (20 %), 2.000 bits/byte, "
+        f"{200_000 / 1000 / every:.2f} KB/s"
+    )
+    assert all("\r" not in line and "\x1b" not in line for line in lines)
+
+
+def test_no_progress_lines_off_a_terminal_without_verbose(monkeypatch):
+    steps = [(60.0, 100_000, 200_000.0)] * 3
+    assert line_output(monkeypatch, 1_000_000, steps, verbose=False) == ""
+
+
+def test_no_progress_lines_when_quiet_even_with_verbose(monkeypatch):
+    steps = [(60.0, 100_000, 200_000.0)] * 3
+    assert line_output(monkeypatch, 1_000_000, steps, quiet=True) == ""
+
+
+def test_progress_line_of_unknown_size_has_no_percentage(monkeypatch):
+    steps = [(cli.PROGRESS_LINE_SECONDS, 5_000, 0.0)]
+    (line,) = line_output(monkeypatch, None, steps).splitlines()
+    assert "%" not in line and "bits/byte" not in line and "5.0 kB" in line
+
+
+# ------------------------------------------------------------------------- totals and units
+
+
+def test_decompress_bar_gets_its_total_once_the_header_tells_the_size(monkeypatch):
+    stream = io.StringIO()
+    stream.isatty = lambda: True
+    monkeypatch.setattr(cli.sys, "stderr", stream)
+    with cli._progress(None, "notes.txt", False) as progress:
+        progress.set_total(1_000_000)
+        progress(500_000, 0.0)
+        assert progress.bar.total == 1_000_000
+    assert "50%" in stream.getvalue() and "1.00M" in stream.getvalue()
+
+
+def test_bar_counts_in_units_of_1000_bytes(monkeypatch):
+    text = bar_output(monkeypatch, 2_000_000)
+    assert "500k/2.00M" in text
+
+
+# ------------------------------------------------------------------------- compiling note
+
+
+@pytest.mark.parametrize(("cached", "quiet"), [(False, False), (True, False), (False, True)])
+def test_a_run_with_no_compiled_kernels_says_so_once(
+    run_cli, monkeypatch, tmp_path, sample, cached, quiet
+):
+    monkeypatch.setattr(cli, "_kernels_cached", lambda settings: cached)
+    monkeypatch.setattr(cli, "_compile_noted", [])
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(sample)
+    flags = ["-q"] if quiet else []
+    result = run_cli("compress", *TINY_FLAGS, *flags, tmp_path / "a", tmp_path / "b")
+    assert result.exit_code == 0
+    note = "mambazip: note: compiling kernels (about a minute, once)\n"
+    assert result.stderr == (note if not cached and not quiet else "")
+
+
+def test_an_empty_numba_cache_is_seen_as_not_compiled(tmp_path, tiny_settings):
+    code = (
+        "import mambazip, sys; from mambazip import cli; "
+        "sys.exit(0 if cli._kernels_cached(mambazip.resolve_settings()) else 3)"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, timeout=120)
+    assert proc.returncode == 3

@@ -1,0 +1,322 @@
+"""The habits gzip and xz users bring: -d/-z/-l/-t on the main command, unmz and mzcat,
+-V, -S, skipping inputs that are already compressed, refusing symlinks, devices and FIFOs
+without -f, the stored name and mtime (-n, -N), --memlimit, info --test and info from stdin,
+a short usage line for a bare ``mambazip``, and the warning for an output larger than its
+input."""
+
+import io
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import TINY_FLAGS, CliResult
+
+import mambazip
+from mambazip import container, entry
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_entry(function, *args, input=None):
+    """Run an entry point function of mambazip.entry (unmz, mzcat) in process."""
+    runner = CliRunner()
+    with runner.isolation(input=input) as (out, err, _):
+        saved = sys.argv
+        sys.argv = [function.__name__, *map(str, args)]
+        try:
+            function()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        finally:
+            sys.argv = saved
+        return CliResult(code, out.getvalue(), err.getvalue().decode())
+
+
+def compressed(path, sample):
+    return mambazip.decompress(path.read_bytes()) == sample
+
+
+# ------------------------------------------------------------------------- main command
+
+
+def test_dash_d_on_the_main_command_decompresses(run_cli, mz_file, sample):
+    assert run_cli("-d", mz_file).exit_code == 0
+    assert mz_file.with_name("sample.txt").read_bytes() == sample
+
+
+def test_bundled_dash_dc_decompresses_to_stdout(run_cli, mz_file, sample):
+    result = run_cli("-dc", mz_file)
+    assert (result.exit_code, result.stdout) == (0, sample)
+
+
+def test_dash_z_on_the_main_command_compresses(run_cli, sample_file, sample):
+    assert run_cli("-z", *TINY_FLAGS, sample_file).exit_code == 0
+    assert compressed(sample_file.with_name("sample.txt.mz"), sample)
+
+
+def test_dash_t_on_the_main_command_tests(run_cli, mz_file, snapshot):
+    before = snapshot(mz_file.parent)
+    assert run_cli("-t", mz_file).exit_code == 0
+    assert snapshot(mz_file.parent) == before
+
+
+def test_dash_l_lists_like_info(run_cli, mz_file, sample):
+    result = run_cli("-l", mz_file)
+    assert result.exit_code == 0, result.stderr
+    assert re.search(rf"original size\s+{len(sample)} bytes", result.stdout.decode())
+
+
+def test_info_reads_stdin(run_cli, mz_file, sample):
+    for args in (["info", "-"], ["info"], ["-l"]):
+        result = run_cli(*args, input=mz_file.read_bytes())
+        assert result.exit_code == 0, result.stderr
+        assert re.search(rf"original size\s+{len(sample)} bytes", result.stdout.decode())
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version_flag_prints_the_version(run_cli, flag):
+    result = run_cli(flag)
+    assert result.exit_code == 0
+    assert re.search(r"\d+\.\d+\.\d+", result.stdout.decode())
+
+
+def test_no_arguments_print_a_short_usage_and_exit_2(run_cli):
+    result = run_cli()
+    line = result.error_line(2)
+    assert "usage: mambazip compress|decompress" in line
+
+
+def test_decompress_force_has_its_own_help(run_cli):
+    def force_help(command):
+        text = " ".join(run_cli(command, "--help").stdout.decode().split())
+        return text.split("-f, --force", 1)[1].split(" -k,", 1)[0]
+
+    assert "compress inputs that already end" in force_help("compress")
+    assert "terminal" in force_help("decompress")
+    assert force_help("compress") != force_help("decompress")
+    assert "already end" not in force_help("decompress")
+
+
+# ------------------------------------------------------------------------- unmz, mzcat
+
+
+def test_unmz_decompresses(mz_file, sample):
+    assert run_entry(entry.unmz, mz_file).exit_code == 0
+    assert mz_file.with_name("sample.txt").read_bytes() == sample
+
+
+def test_mzcat_decompresses_to_stdout(mz_file, sample, snapshot):
+    before = snapshot(mz_file.parent)
+    result = run_entry(entry.mzcat, mz_file)
+    assert (result.exit_code, result.stdout) == (0, sample)
+    assert snapshot(mz_file.parent) == before
+
+
+def test_scripts_point_at_the_entry_module():
+    tomllib = pytest.importorskip("tomllib")
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {
+        "mambazip": "mambazip.entry:main",
+        "unmz": "mambazip.entry:unmz",
+        "mzcat": "mambazip.entry:mzcat",
+    }
+
+
+# ------------------------------------------------------------------------- suffix, skipping
+
+
+def test_suffix_option_names_the_compressed_file(run_cli, sample_file, sample):
+    assert run_cli("compress", *TINY_FLAGS, "-S", ".mamba", sample_file).exit_code == 0
+    assert compressed(sample_file.with_name("sample.txt.mamba"), sample)
+
+
+def test_suffix_option_is_stripped_on_decompress(run_cli, mz_file, sample):
+    renamed = mz_file.with_name("sample.txt.mamba")
+    mz_file.rename(renamed)
+    assert run_cli("decompress", "--suffix", ".mamba", renamed).exit_code == 0
+    assert mz_file.with_name("sample.txt").read_bytes() == sample
+
+
+def test_compress_skips_an_input_that_already_ends_in_mz_with_a_note(run_cli, mz_file, snapshot):
+    before = snapshot(mz_file.parent)
+    result = run_cli("compress", *TINY_FLAGS, mz_file)
+    assert result.exit_code == 0
+    assert result.stderr.count("\n") == 1 and "already ends in .mz" in result.stderr
+    assert snapshot(mz_file.parent) == before
+
+
+def test_compress_with_force_compresses_an_input_ending_in_mz(run_cli, mz_file):
+    blob = mz_file.read_bytes()
+    assert run_cli("compress", *TINY_FLAGS, "-f", mz_file).exit_code == 0
+    assert mambazip.decompress(mz_file.with_name("sample.txt.mz.mz").read_bytes()) == blob
+
+
+# ------------------------------------------------------------------------- special inputs
+
+
+def special_inputs(tmp_path):
+    link = tmp_path / "link.txt"
+    link.symlink_to("sample.txt")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    return {"symbolic link": link, "FIFO": fifo, "character device": Path(os.devnull)}
+
+
+@pytest.mark.parametrize("kind", ["symbolic link", "FIFO", "character device"])
+def test_special_inputs_are_refused_without_force_and_the_others_done(
+    run_cli, sample_file, sample, tmp_path, kind
+):
+    special = special_inputs(tmp_path)[kind]
+    other = tmp_path / "other.txt"
+    other.write_bytes(sample)
+    result = run_cli("compress", *TINY_FLAGS, special, other)
+    assert kind in result.error_line(1)
+    assert compressed(tmp_path / "other.txt.mz", sample)
+    assert not special.with_name(special.name + ".mz").exists()
+
+
+def test_a_symlinked_input_is_followed_with_force(run_cli, sample_file, sample, tmp_path):
+    link = special_inputs(tmp_path)["symbolic link"]
+    assert run_cli("compress", *TINY_FLAGS, "-f", link).exit_code == 0
+    assert compressed(tmp_path / "link.txt.mz", sample)
+    assert link.is_symlink() and sample_file.read_bytes() == sample
+
+
+# ------------------------------------------------------------------------- name and mtime
+
+
+def test_decompress_restores_the_stored_mtime(run_cli, sample_file):
+    os.utime(sample_file, (1_600_000_000, 1_500_000_000))
+    assert run_cli("compress", *TINY_FLAGS, "--rm", sample_file).exit_code == 0
+    assert run_cli("decompress", sample_file.with_name("sample.txt.mz")).exit_code == 0
+    assert sample_file.stat().st_mtime == 1_500_000_000
+
+
+def test_no_name_stores_neither_name_nor_mtime(run_cli, sample_file):
+    assert run_cli("compress", *TINY_FLAGS, "-n", sample_file).exit_code == 0
+    with open(sample_file.with_name("sample.txt.mz"), "rb") as f:
+        header = container.read_header(f)
+    assert (header["name"], header["mtime"]) == (None, None)
+
+
+def test_no_name_on_decompress_does_not_restore_the_mtime(run_cli, sample_file):
+    os.utime(sample_file, (1_600_000_000, 1_500_000_000))
+    assert run_cli("compress", *TINY_FLAGS, "--rm", sample_file).exit_code == 0
+    assert run_cli("decompress", "-n", sample_file.with_name("sample.txt.mz")).exit_code == 0
+    assert sample_file.stat().st_mtime != 1_500_000_000
+
+
+def test_dash_capital_n_names_the_output_by_the_stored_name(run_cli, sample_file, sample):
+    packed = sample_file.with_name("x.mz")
+    assert run_cli("compress", *TINY_FLAGS, "-o", packed, sample_file).exit_code == 0
+    sample_file.unlink()
+    assert run_cli("decompress", "-N", packed).exit_code == 0
+    assert sample_file.read_bytes() == sample
+    assert not sample_file.with_name("x").exists()
+
+
+def test_a_stored_name_with_a_directory_part_is_refused_and_nothing_written(
+    run_cli, tmp_path, sample, tiny_settings, snapshot
+):
+    out = io.BytesIO()
+    mambazip.compress_stream(io.BytesIO(sample), out, tiny_settings, name="../../etc/evil")
+    packed = tmp_path / "x.mz"
+    packed.write_bytes(out.getvalue())
+    before = snapshot(tmp_path)
+    assert "stored file name" in run_cli("decompress", "-N", packed).error_line(1)
+    assert snapshot(tmp_path) == before
+    assert not (tmp_path.parent.parent / "etc" / "evil").exists()
+
+
+def test_a_file_name_a_header_cannot_hold_is_not_stored(run_cli, tmp_path, sample):
+    odd = tmp_path / "line\nbreak.txt"
+    odd.write_bytes(sample)
+    assert run_cli("compress", *TINY_FLAGS, odd).exit_code == 0
+    packed = tmp_path / "line\nbreak.txt.mz"
+    with open(packed, "rb") as f:
+        assert container.read_header(f)["name"] is None
+    odd.unlink()
+    assert run_cli("decompress", packed).exit_code == 0
+    assert odd.read_bytes() == sample
+
+
+# ------------------------------------------------------------------------- memlimit
+
+
+def test_memlimit_below_what_the_header_needs_is_one_line_and_no_output(run_cli, mz_file, snapshot):
+    before = snapshot(mz_file.parent)
+    line = run_cli("decompress", "--memlimit", "1K", mz_file).error_line(1)
+    assert "--memlimit" in line
+    assert snapshot(mz_file.parent) == before
+
+
+def test_memlimit_below_what_compress_needs_is_one_line_and_no_output(
+    run_cli, sample_file, snapshot
+):
+    before = snapshot(sample_file.parent)
+    run_cli("compress", *TINY_FLAGS, "--memlimit", "1000", sample_file).error_line(1)
+    assert snapshot(sample_file.parent) == before
+
+
+@pytest.mark.parametrize("value", ["512M", "2G", "3000000000"])
+def test_memlimit_accepts_sizes(run_cli, mz_file, sample, value):
+    result = run_cli("decompress", "-c", "--memlimit", value, mz_file)
+    assert (result.exit_code, result.stdout) == (0, sample), result.stderr
+
+
+def test_memlimit_that_is_not_a_size_is_a_usage_error(run_cli, mz_file):
+    run_cli("decompress", "--memlimit", "lots", mz_file).error_line(2)
+
+
+# ------------------------------------------------------------------------- info --test
+
+
+def test_info_test_says_ok_for_a_good_file(run_cli, mz_file):
+    result = run_cli("info", "--test", mz_file)
+    assert result.exit_code == 0, result.stderr
+    assert re.search(r"test\s+OK\n", result.stdout.decode())
+
+
+def test_info_test_names_what_is_wrong_with_a_corrupt_file(run_cli, mz_file):
+    blob = bytearray(mz_file.read_bytes())
+    blob[-1] ^= 0x01  # the stored CRC32 of the original data: the header still parses
+    mz_file.write_bytes(bytes(blob))
+    result = run_cli("info", "--test", mz_file)
+    assert result.exit_code == 1
+    assert re.search(r"test\s+failed: .*checksum", result.stdout.decode())
+    assert result.stderr.count("\n") == 1 and "checksum" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------------- warning
+
+
+@pytest.mark.parametrize("why", ["diverging lr", "random data"])
+def test_output_larger_than_input_because_the_model_codes_badly_warns_once(
+    run_cli, sample_file, tmp_path, why
+):
+    if why == "random data":
+        sample_file.write_bytes(os.urandom(20_000))
+    lr = ["--lr", "10"] if why == "diverging lr" else []
+    result = run_cli("compress", *TINY_FLAGS, *lr, sample_file)
+    assert result.exit_code == 0
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("mambazip: warning: sample.txt:")
+    assert "bits/byte" in result.stderr
+
+
+def test_no_warning_when_quiet(run_cli, sample_file):
+    result = run_cli("compress", *TINY_FLAGS, "--lr", "10", "-q", sample_file)
+    assert (result.exit_code, result.stderr) == (0, "")
+
+
+def test_no_warning_for_a_small_file_that_grows_by_its_header_only(run_cli, tmp_path):
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"good " * 50)
+    result = run_cli("compress", *TINY_FLAGS, small)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert (tmp_path / "small.txt.mz").stat().st_size > 250

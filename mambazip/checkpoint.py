@@ -97,23 +97,28 @@ class Checkpoint:
                                  replay_chunk=replay_chunk)  # fmt: skip
         return OnlineLearner(settings, params, replay_chunk=replay_chunk)
 
-    def settings_for(self, resume, preset="default", train=None, seed=None):
-        """Settings to train this model with: the shape is the checkpoint's; training
-        settings are the checkpoint's own when resuming one of ours, else the preset's;
-        ``train`` (explicit options, None values ignored) and ``seed`` override."""
+    def settings_for(self, resume, preset="default", train=None, seed=None, mix=None):
+        """Settings to train this model with: the shape is the checkpoint's; training and
+        mixing settings are the checkpoint's own when resuming one of ours, else the
+        preset's; ``train`` (explicit options, None values ignored), ``seed`` and ``mix``
+        (one of config.MIX_MODES) override."""
         if resume and self.settings is not None:
-            base, base_seed = self.settings.to_dict()["train"], self.settings.seed
+            saved = self.settings.to_dict()
+            base, base_seed, base_mix = saved["train"], self.settings.seed, saved.get("mix")
         else:
             data = load_preset(preset)
-            base, base_seed = data.get("train", {}), data.get("seed", 0)
+            base, base_seed, base_mix = data.get("train", {}), data.get("seed", 0), data.get("mix")
+        if mix is not None:
+            base_mix = None if mix == "none" else {**(base_mix or {}), "mamba": mix == "full"}
         overrides = {k: v for k, v in (train or {}).items() if v is not None}
-        return Settings.from_dict(
-            {
-                "model": dataclasses.asdict(self.config),
-                "train": {**base, **overrides},
-                "seed": base_seed if seed is None else seed,
-            }
-        )
+        data = {
+            "model": dataclasses.asdict(self.config),
+            "train": {**base, **overrides},
+            "seed": base_seed if seed is None else seed,
+        }
+        if base_mix is not None:
+            data["mix"] = base_mix
+        return Settings.from_dict(data)
 
 
 def _json(value):

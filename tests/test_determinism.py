@@ -229,6 +229,10 @@ def test_thread_count_setting_reaches_numba(thread_runs):
 
 @pytest.mark.parametrize("case", CASES)
 def test_one_and_two_numba_threads_compress_to_identical_bytes(thread_runs, case):
+    """Cannot fail today: no kernel uses threads (no ``prange``, no ``parallel=True``), so
+    NUMBA_NUM_THREADS changes nothing that runs. Kept as the guard for the day one does
+    (test_thread_count_setting_reaches_numba shows the setting arrives); when frames code in
+    parallel it should compare the job counts of frames as well."""
     _, one = thread_runs[1]
     _, two = thread_runs[2]
     assert one[case] == two[case]

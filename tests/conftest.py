@@ -3,8 +3,9 @@
 Every test uses the tiny model (d_model 8, one layer) unless it is about the default preset:
 it exercises every code path of the real model at a fraction of the cost.
 
-``run_cli`` runs the real entry point ``mambazip.cli.main`` in this process (the function
-behind both the ``mambazip`` script and ``python -m mambazip``) with stdin, stdout and
+``run_cli`` runs the real entry point ``mambazip.cli.main`` (which is ``mambazip.entry.main``,
+the function behind both the ``mambazip`` script and ``python -m mambazip``: signal
+handlers, then the command line) in this process with stdin, stdout and
 stderr captured, and reports what a user would see: exit code, stdout bytes, stderr text.
 An exception escaping ``main`` is reported as the interpreter would report it (a traceback
 on stderr, exit code 1), so tests can assert that none occurs. ``run_process`` runs

@@ -320,3 +320,29 @@ def test_no_warning_for_a_small_file_that_grows_by_its_header_only(run_cli, tmp_
     result = run_cli("compress", *TINY_FLAGS, small)
     assert (result.exit_code, result.stderr) == (0, "")
     assert (tmp_path / "small.txt.mz").stat().st_size > 250
+
+
+# ------------------------------------------------------------------------- streams
+
+
+def test_concatenated_mz_files_decompress_as_one_output(run_cli, tmp_path, sample, tiny_settings):
+    both = mambazip.compress(sample, tiny_settings) + mambazip.compress(b"second", tiny_settings)
+    result = run_cli("decompress", "-c", input=both)
+    assert (result.exit_code, result.stdout) == (0, sample + b"second"), result.stderr
+    packed = tmp_path / "both.mz"
+    packed.write_bytes(both)
+    listing = run_cli("info", "--test", packed)
+    assert listing.exit_code == 0, listing.stderr
+    text = listing.stdout.decode()
+    assert re.search(r"streams\s+2", text) and re.search(r"test\s+OK", text)
+    assert re.search(rf"original size\s+{len(sample) + 6} bytes", text)
+
+
+def test_an_empty_file_round_trips_with_its_name_and_mtime(run_cli, tmp_path):
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    os.utime(empty, (1_600_000_000, 1_500_000_000))
+    assert run_cli("compress", "--rm", empty).exit_code == 0
+    result = run_cli("decompress", tmp_path / "empty.mz")
+    assert result.exit_code == 0, result.stderr
+    assert empty.read_bytes() == b"" and empty.stat().st_mtime == 1_500_000_000

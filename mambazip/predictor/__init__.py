@@ -26,6 +26,7 @@ from .loop import (
     D_CLIMIT,
     D_FINAL,
     D_FLR,
+    D_FULL_LOG,
     D_HMASK,
     D_LR,
     D_MAMBA,
@@ -36,6 +37,7 @@ from .loop import (
     D_NIN,
     D_NPARTS,
     D_NSETS,
+    D_SLOT_LOG,
     N_DIMS,
     R_SETS,
     V_APM1,
@@ -104,6 +106,8 @@ class ContextMixer:
         dims[D_APM_RATE] = cfg.apm_rate
         dims[D_APM2_MASK] = (1 << cfg.apm_log) - 1
         dims[D_NPARTS] = len(cfg.part_names)
+        dims[D_FULL_LOG] = cfg.full_log
+        dims[D_SLOT_LOG] = cfg.slot_log
         return dims
 
     def _init_tables(self, cfg):

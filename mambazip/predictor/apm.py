@@ -10,18 +10,18 @@ the nearer bucket towards the bit by 1/2^rate of the distance (paq style). At a 
 """
 
 import numpy as np
-from numba import njit
 
 from .counters import squash
+from .jit import kernel
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def apm_init(t):
     for i in range(t.shape[0]):
         t[i] = np.uint16(squash((i % 33 - 16) * 128) * 16)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def apm_predict(t, ctx, st):
     """(12-bit probability, bucket to update) for stretch value st in context ctx."""
     u = np.int64(st) + 2048  # 1..4095
@@ -32,7 +32,7 @@ def apm_predict(t, ctx, st):
     return min(max(p, 1), 4095), base + (w >> 6)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def apm_update(t, idx, bit, rate):
     v = np.int64(t[idx])
     target = 65535 if bit else 0

@@ -16,10 +16,11 @@ byte (the argmax of pdf, first on ties) selects a combiner weight set (see loop.
 """
 
 import numpy as np
-from numba import njit
+
+from .jit import kernel
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def node_probs(pm, tree, pdf):
     """Fill pm (256,) from pdf (256,); return the expected byte."""
     best = 0

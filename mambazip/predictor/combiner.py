@@ -2,7 +2,8 @@
 
 Arrays (NIN inputs, R weight sets of one selector):
     w (R, NIN) int32       weights, 16-bit fixed point (65536 = 1.0)
-    x (NIN,) int32         inputs, stretch domain (-2047..2047, 256 = 1 nat)
+    x (256, NIN) int32     inputs per byte-tree node (row), stretch domain (-2047..2047,
+                           256 = 1 nat)
 
 Forward: s = clamp((sum_k w[k] x[k]) >> 16, -2047, 2047), p = squash(s), summed in int64 in
 index order (integer sums do not depend on their order anyway).
@@ -12,35 +13,36 @@ to nearest, clamped to +-2^22 so that a product never overflows and a weight can
 """
 
 import numpy as np
-from numba import njit
 
 from .counters import squash
+from .jit import kernel
 
 W_ONE = 1 << 16
 W_MAX = 1 << 22
 LR_SHIFT = 10
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def combine(w, r, x, n):
-    """Stretch-domain output of weight set r over the first n inputs of x."""
+@kernel
+def combine(w, r, x, node, n):
+    """Stretch-domain output of weight set r over the first n inputs of x[node]."""
     acc = np.int64(0)
     for k in range(n):
-        acc += np.int64(w[r, k]) * np.int64(x[k])
+        acc += np.int64(w[r, k]) * np.int64(x[node, k])
     s = acc >> 16
     return min(max(s, -2047), 2047)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def train(w, r, x, n, s, bit, lr):
-    """One gradient step of weight set r, whose output was stretch value s, towards bit."""
+@kernel
+def train(w, r, x, node, n, s, bit, lr):
+    """One gradient step of weight set r, whose output on x[node] was stretch value s,
+    towards bit."""
     err = ((np.int64(bit) << 12) - squash(s)) * lr
     for k in range(n):
-        v = np.int64(w[r, k]) + ((np.int64(x[k]) * err + (1 << (LR_SHIFT - 1))) >> LR_SHIFT)
+        v = np.int64(w[r, k]) + ((np.int64(x[node, k]) * err + (1 << (LR_SHIFT - 1))) >> LR_SHIFT)
         w[r, k] = np.int32(min(max(v, -W_MAX), W_MAX))
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def combiner_init(w, value):
     for i in range(w.size):
         w.flat[i] = value

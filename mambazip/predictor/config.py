@@ -31,6 +31,10 @@ _INT_BOUNDS = {
     "combiner_lr": (1, 64),
     "final_lr": (1, 64),
     "apm_rate": (1, 12),  # APM update shift
+    # Nodes reached with probability < 2^-full_log get the c0 weight set alone, and second
+    # nibbles reached with probability < 2^-slot_log no context lookups (24: never).
+    "full_log": (1, 24),
+    "slot_log": (1, 24),
 }
 _BOOL_FIELDS = ("mamba", "word", "sparse", "match", "final", "apm")
 
@@ -56,6 +60,8 @@ class MixConfig:
     combiner_lr: int = 6
     final_lr: int = 2
     apm_rate: int = 7
+    full_log: int = 8
+    slot_log: int = 10
 
     def __post_init__(self):
         for name in _BOOL_FIELDS:

@@ -11,16 +11,17 @@ Arrays (S = 2^ctx_log slots shared by all context models, C context models, NIN 
 
 The first nibble of the byte lives in slot key(h); the second in key(h, first nibble). To predict
 all 255 nodes a model reads its first slot and the 16 possible second slots (read only; a slot
-not in the table gives the never-seen state 0). Only the update creates slots: in a full bucket
+not in the table gives the never-seen state 0; loop.py skips the lookups of second nibbles
+the byte is unlikely to take). Only the update creates slots: in a full bucket
 it replaces the slot whose node-1 counter has the lowest count (the least used one). The 16-bit
 checksum detects all but 1/16384 of the collisions between contexts sharing a bucket.
 """
 
 import numpy as np
-from numba import njit
 
 from .counters import MAP_SIZE, counter_next, map_index, map_p, map_update, stretch
 from .history import M1, fmix
+from .jit import kernel, kernel_inline
 
 u64 = np.uint64
 BUCKET = 4  # slots per bucket
@@ -39,13 +40,13 @@ for _nib in range(16):
         NODE2_LOCAL[NODE2[_nib, _j]] = _j
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel_inline
 def slot_key(h, nib):
     """Hash of a slot: nib = -1 for the first nibble, else the first nibble's value."""
     return fmix(h + u64(nib + 1) * M1)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def find_slot(tbl, key, bmask):
     """Index of the slot with key's checksum in key's bucket, or -1."""
     base = np.int64((key >> S32) & u64(bmask)) * BUCKET
@@ -56,7 +57,7 @@ def find_slot(tbl, key, bmask):
     return -1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def make_slot(tbl, key, bmask):
     """find_slot, or a fresh slot replacing the least used one of the bucket."""
     base = np.int64((key >> S32) & u64(bmask)) * BUCKET
@@ -75,28 +76,33 @@ def make_slot(tbl, key, bmask):
     return victim
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def _read(x, midx, maps, i, node, state):
     m = i * MAP_SIZE + map_index(state)
     midx[node, i] = m
     x[node, i] = stretch(map_p(maps, m))
 
 
-@njit(cache=True, error_model="numpy")
-def predict_contexts(x, midx, tbl, maps, ctxh, bmask):
-    """Inputs x[1..255, i] of every context model i for the next byte."""
+@kernel
+def predict_first(x, midx, tbl, maps, ctxh, bmask):
+    """Inputs x[1..15, i] of every context model i: the first nibble's nodes."""
     for i in range(ctxh.shape[0]):
-        h = ctxh[i]
-        s = find_slot(tbl, slot_key(h, -1), bmask)
+        s = find_slot(tbl, slot_key(ctxh[i], -1), bmask)
         for node in range(1, 16):
             _read(x, midx, maps, i, node, tbl[s, node] if s >= 0 else 0)
-        for nib in range(16):
-            s = find_slot(tbl, slot_key(h, nib), bmask)
-            for j in range(1, 16):
-                _read(x, midx, maps, i, NODE2[nib, j], tbl[s, j] if s >= 0 else 0)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
+def predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup):
+    """Inputs of every context model at the 15 nodes below first nibble nib; without lookup
+    (a subtree too unlikely to be worth a cache miss) every model gives its never-seen input."""
+    for i in range(ctxh.shape[0]):
+        s = find_slot(tbl, slot_key(ctxh[i], nib), bmask) if lookup else -1
+        for j in range(1, 16):
+            _read(x, midx, maps, i, NODE2[nib, j], tbl[s, j] if s >= 0 else 0)
+
+
+@kernel
 def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, map_limit):
     """Learn byte on its 8 nodes: each model's adaptive map at the entry it used, and its
     counters (creating the two slots if needed)."""

@@ -18,16 +18,16 @@ seen one 1 in an order-6 context means p(1) = 0.95, not 0.83.
 """
 
 import numpy as np
-from numba import njit
 
 from ..kernels.detmath import exp32
+from .jit import kernel, kernel_inline
 
 f32 = np.float32
 
 MAP_SIZE = 4096  # entries of one adaptive map
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def _build_squash(out):
     for i in range(4095):
         x = f32(i - 2047) / f32(256.0)
@@ -58,7 +58,7 @@ COUNTER_RATE = np.array([131072 // (2 * n + 3) for n in range(16)], np.int64)
 MAP_RATE = np.array([131072 // (2 * n + 3) for n in range(1024)], np.int64)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel_inline
 def squash(x):
     if x > 2047:
         x = 2047
@@ -67,12 +67,12 @@ def squash(x):
     return SQUASH[x + 2047]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel_inline
 def stretch(p):
     return STRETCH[p]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel_inline
 def counter_p(s):
     """12-bit probability of a counter state s (uint16)."""
     s = np.int64(s)
@@ -81,7 +81,7 @@ def counter_p(s):
     return s >> 4
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel_inline
 def counter_next(s, bit, limit):
     """The counter state s (uint16) after seeing bit; its count stops at limit."""
     s = np.int64(s)
@@ -94,20 +94,20 @@ def counter_next(s, bit, limit):
     return np.uint16((p << 4) | n)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel_inline
 def map_index(s):
     """Adaptive-map entry of counter state s: top 8 bits of its probability, and its count."""
     s = np.int64(s)
     return ((s >> 8) << 4) | (s & 15)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def map_p(table, i):
     """12-bit probability of entry i of an adaptive map (int32 p21 << 10 | n)."""
     return np.int64(table[i]) >> 19
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def map_update(table, i, bit, limit):
     e = np.int64(table[i])
     n = e & 1023
@@ -119,7 +119,7 @@ def map_update(table, i, bit, limit):
     table[i] = np.int32((p << 10) | n)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def map_init(table):
     """Each map (rows of MAP_SIZE) starts at the probability its counter state says."""
     for i in range(table.size):

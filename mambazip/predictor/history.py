@@ -12,7 +12,8 @@ wrap-around, so they are the same on every platform and never use Python's hash(
 """
 
 import numpy as np
-from numba import njit
+
+from .jit import kernel, kernel_inline
 
 u64 = np.uint64
 
@@ -32,7 +33,7 @@ M3 = u64(0x94D049BB133111EB)
 S27, S30, S31, S56 = u64(27), u64(30), u64(31), u64(56)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel_inline
 def fmix(x):
     """A bijective 64-bit finaliser: every input bit reaches every output bit."""
     x = u64(x)
@@ -44,7 +45,7 @@ def fmix(x):
     return x
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def back(hist, hstate, mask, k):
     """The byte k back (k >= 1) as uint64, 0 before the start."""
     t = hstate[0] - k
@@ -53,12 +54,12 @@ def back(hist, hstate, mask, k):
     return u64(hist[t & mask])
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel_inline
 def is_letter(c):
     return (65 <= c <= 90) or (97 <= c <= 122)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def history_push(hist, hstate, words, mask, byte):
     """Append byte; extend the current word or, at a non-letter ending a word, start a new one."""
     hist[hstate[0] & mask] = byte
@@ -71,7 +72,7 @@ def history_push(hist, hstate, words, mask, byte):
         words[0] = u64(0)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask):
     """ctxh[i] = hash of context kind kinds[i] for the next byte; the kind sits in the top byte
     so that equal byte strings of different kinds do not share a hash. orders (7,) uint64 is

@@ -14,7 +14,8 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
          weights by depth; work of the last prediction: x (256 * NIN,) inputs, midx (256 * C,)
          adaptive-map entries, sel (256 * 4,) weight-set rows, sst (256 * 4,) their outputs,
          sf (256,) final stretch, aidx (256 * 3,) APM buckets, p12 (256,) node probabilities,
-         pm (256,) the Mamba's node probabilities, freq (256,) the frequency table
+         pm (256,) the Mamba's node probabilities, freq (256,) the frequency table, mode
+         (256,) 1 where a node was predicted in full, 0 by the c0 weight set alone
     i64: hstate (2,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,)
     f64: tree (512,)
 Node n of the byte tree (1..255) is the partial byte c0 (paq style); depth(n) = bits known.
@@ -26,15 +27,15 @@ product of the split ratios along b's path (the bitwise code length).
 """
 
 import numpy as np
-from numba import njit
 
 from ..kernels.step import FREQ_TOTAL
 from .apm import apm_predict, apm_update
 from .byte_pdf import node_probs
 from .combiner import combine, train
-from .context import predict_contexts, update_contexts
+from .context import NODE2, predict_first, predict_second, update_contexts
 from .counters import MAP_SIZE, squash, stretch
 from .history import back, context_hashes, fmix, history_push
+from .jit import driver, driver_inline, kernel
 from .match import length_bucket, match_advance, match_inputs, update_match_map
 
 u64 = np.uint64
@@ -62,6 +63,7 @@ VIEWS = (
     ("p12", "i32"),
     ("pm", "i32"),
     ("freq", "i32"),
+    ("mode", "i32"),
     ("hstate", "i64"),
     ("mstate", "i64"),
     ("expected", "i64"),
@@ -71,8 +73,8 @@ VIEWS = (
     ("tree", "f64"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP, V_W, V_WF,
- V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_HSTATE, V_MSTATE, V_EXPECTED,
- V_KINDS, V_PARTS, V_MASS, V_TREE) = range(len(VIEWS))  # fmt: skip
+ V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_MODE, V_HSTATE, V_MSTATE,
+ V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64}  # fmt: skip
 
@@ -83,8 +85,9 @@ N_FINAL_ROWS = 8  # final weights by depth
 
 # Positions in the int64 ``dims`` array.
 (D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
- D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS) = range(17)  # fmt: skip
-N_DIMS = 17
+ D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
+ D_SLOT_LOG) = range(19)  # fmt: skip
+N_DIMS = 19
 
 DEPTH = np.array([0] + [n.bit_length() - 1 for n in range(1, 256)], np.int64)
 
@@ -120,6 +123,7 @@ def layout(cfg):
         "p12": 256,
         "pm": 256,
         "freq": 256,
+        "mode": 256,
         "hstate": 2,
         "mstate": 3,
         "expected": 1,
@@ -153,30 +157,37 @@ def view(buffers, offs, v):
     return buffers[VIEWS[v][1]][start : start + count]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@driver_inline
 def _carve(buf, offs, v):
     return buf[offs[v, 0] : offs[v, 0] + offs[v, 1]]
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
+def split_node(mass, node, p):
+    """Split mass[node] between its children by the 12-bit p(bit = 1), each child keeping at
+    least its number of leaves (module docstring)."""
+    m = mass[node]
+    leaves = np.int64(128) >> DEPTH[node]
+    r = (m * np.int64(p) + 2048) >> 12
+    r = min(max(r, leaves), m - leaves)
+    mass[2 * node + 1] = r
+    mass[2 * node] = m - r
+
+
+@kernel
 def tree_to_freqs(freq, mass, p12):
-    """freq (256,) from node probabilities p12 (256,) (module docstring); mass (512,) work."""
+    """freq (256,) from node probabilities p12 (256,); mass (512,) work."""
     mass[1] = FREQ_TOTAL
     for n in range(1, 256):
-        m = mass[n]
-        leaves = np.int64(128) >> DEPTH[n]
-        r = (m * np.int64(p12[n]) + 2048) >> 12
-        r = min(max(r, leaves), m - leaves)
-        mass[2 * n + 1] = r
-        mass[2 * n] = m - r
+        split_node(mass, n, p12[n])
     for b in range(256):
         freq[b] = np.int32(mass[256 + b])
 
 
-@njit(cache=True, error_model="numpy")
+@driver
 def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     """The next byte's node probabilities p12 and frequency table freq (views of the buffers)."""
-    nctx, nin, nsets = dims[D_NCTX], dims[D_NIN], dims[D_NSETS]
+    nctx, nin = dims[D_NCTX], dims[D_NIN]
     hmask = dims[D_HMASK]
     hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
     x = _carve(i32, offs, V_X).reshape((256, nin))
@@ -192,59 +203,89 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     apmm = _carve(u16, offs, V_APMM)
     expected = _carve(i64, offs, V_EXPECTED)
 
-    predict_contexts(
-        x, midx, _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS),
-        _carve(u64b, offs, V_CTXH), dims[D_BMASK],
-    )  # fmt: skip
+    tbl, maps = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS)
+    ctxh, bmask = _carve(u64b, offs, V_CTXH), dims[D_BMASK]
+    mass, mode = _carve(i64, offs, V_MASS), _carve(i32, offs, V_MODE)
     c1 = np.int64(back(hist, hstate, hmask, 1))
     c2 = np.int64(back(hist, hstate, hmask, 2))
     # Order-2 APM context: the two bytes hashed, xor the partial byte (lpaq style).
     h2 = np.int64(fmix(u64(c1 | (c2 << 8) | 0x10000)) & u64(dims[D_APM2_MASK]))
     if use_pdf:
         expected[0] = node_probs(pm, _carve(f64, offs, V_TREE), pdf)
-    for node in range(1, 256):
-        depth = DEPTH[node]
-        xr = x[node]
-        col = nctx
-        match_sel = 0
-        if dims[D_MATCH]:
-            e = match_inputs(x, col, mstate, mmap, node, depth)
-            col += 2
-            if mstate[1] > 0:
-                lb = length_bucket(mstate[1])
-                match_sel = 1 + 2 * lb + e if e >= 0 else 65 + lb
-        sel[node, 0] = ROW_C0 + node
-        sel[node, 1] = ROW_MATCH + match_sel
-        sel[node, 2] = ROW_C1 + c1
-        if use_pdf:
-            xr[col] = stretch(pm[node])
-            pa, aidx[node, 2] = apm_predict(apmm, (c1 << 8) | node, xr[col])
-            xr[col + 1] = stretch(pa)
-            col += 2
-            agree = (expected[0] | 256) >> (8 - depth) == node
-            e = ((expected[0] >> (7 - depth)) & 1) + 1 if agree else 0
-            sel[node, 3] = ROW_MAMBA + 8 * e + depth
-        xr[col] = 256
-        for j in range(nsets):
-            sst[node, j] = combine(w, sel[node, j], xr, nin)
-        if dims[D_FINAL]:
-            s = combine(wf, depth, sst[node], nsets)
-        else:
-            acc = 0
-            for j in range(nsets):
-                acc += sst[node, j]
-            s = acc // nsets
+    full_mass = np.int64(FREQ_TOTAL) >> dims[D_FULL_LOG]
+    slot_mass = np.int64(FREQ_TOTAL) >> dims[D_SLOT_LOG]
+    mass[1] = FREQ_TOTAL
+    predict_first(x, midx, tbl, maps, ctxh, bmask)
+    for nib in range(-1, 16):
+        if nib >= 0:
+            predict_second(x, midx, tbl, maps, ctxh, bmask, nib, mass[16 + nib] >= slot_mass)
+        for j in range(1, 16):
+            node = j if nib < 0 else NODE2[nib, j]
+            full = mass[node] >= full_mass
+            mode[node] = full
+            p = _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm,
+                      expected[0], dims, c1, h2, node, full, use_pdf)  # fmt: skip
+            p12[node] = p
+            split_node(mass, node, p)
+    freq = _carve(i32, offs, V_FREQ)
+    for b in range(256):
+        freq[b] = np.int32(mass[256 + b])
+
+
+@kernel
+def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, expected, dims, c1,
+          h2, node, full, use_pdf):  # fmt: skip
+    """12-bit p(bit = 1) at node: its match and Mamba inputs, the weight sets, the final
+    combiner and the APMs. A node the byte is unlikely to reach (not full) gets the c0 weight
+    set alone, no APM: cheaper, and it rarely costs a bit."""
+    nctx, nin, nsets = dims[D_NCTX], dims[D_NIN], dims[D_NSETS]
+    depth = DEPTH[node]
+    col = nctx
+    match_sel = 0
+    if dims[D_MATCH]:
+        e = match_inputs(x, col, mstate, mmap, node, depth)
+        col += 2
+        if mstate[1] > 0:
+            lb = length_bucket(mstate[1])
+            match_sel = 1 + 2 * lb + e if e >= 0 else 65 + lb
+    sel[node, 0] = ROW_C0 + node
+    sel[node, 1] = ROW_MATCH + match_sel
+    sel[node, 2] = ROW_C1 + c1
+    if use_pdf:
+        x[node, col] = stretch(pm[node])
+        x[node, col + 1] = x[node, col]
+        if full:
+            pa, aidx[node, 2] = apm_predict(apmm, (c1 << 8) | node, x[node, col])
+            x[node, col + 1] = stretch(pa)
+        col += 2
+        agree = (expected | 256) >> (8 - depth) == node
+        e = ((expected >> (7 - depth)) & 1) + 1 if agree else 0
+        sel[node, 3] = ROW_MAMBA + 8 * e + depth
+    x[node, col] = 256
+    if not full:
+        s = combine(w, sel[node, 0], x, node, nin)
+        sst[node, 0] = s
         sf[node] = s
-        p = squash(s)
-        if dims[D_APM]:
-            a1, aidx[node, 0] = apm_predict(apm1, (c1 << 8) | node, s)
-            a2, aidx[node, 1] = apm_predict(apm2, h2 ^ node, s)
-            p = (2 * p + a1 + a2 + 2) >> 2
-        p12[node] = min(max(p, 1), 4095)
-    tree_to_freqs(_carve(i32, offs, V_FREQ), _carve(i64, offs, V_MASS), p12)
+        return min(max(squash(s), 1), 4095)
+    for j in range(nsets):
+        sst[node, j] = combine(w, sel[node, j], x, node, nin)
+    if dims[D_FINAL]:
+        s = combine(wf, depth, sst, node, nsets)
+    else:
+        acc = 0
+        for j in range(nsets):
+            acc += sst[node, j]
+        s = acc // nsets
+    sf[node] = s
+    p = squash(s)
+    if dims[D_APM]:
+        a1, aidx[node, 0] = apm_predict(apm1, (c1 << 8) | node, s)
+        a2, aidx[node, 1] = apm_predict(apm2, h2 ^ node, s)
+        p = (2 * p + a1 + a2 + 2) >> 2
+    return min(max(p, 1), 4095)
 
 
-@njit(cache=True, error_model="numpy")
+@driver
 def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     """Every part learns byte on its 8 nodes; the history and the contexts move on."""
     nctx, nin, nsets = dims[D_NCTX], dims[D_NIN], dims[D_NSETS]
@@ -258,21 +299,24 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
     apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
     apmm = _carve(u16, offs, V_APMM)
-    parts = _carve(i64, offs, V_PARTS)
+    parts, mode = _carve(i64, offs, V_PARTS), _carve(i32, offs, V_MODE)
     lr, rate = dims[D_LR], dims[D_APM_RATE]
     node = 1
     for d in range(8):
         bit = (byte >> (7 - d)) & 1
-        xr = x[node]
         if want_trust:
-            for j in range(nsets):
+            for j in range(nsets if mode[node] else 1):
                 for k in range(nin):
                     if parts[k] >= 0:
-                        trust_row[parts[k]] += abs(np.float32(w[sel[node, j], k]) * xr[k])
+                        trust_row[parts[k]] += abs(np.float32(w[sel[node, j], k]) * x[node, k])
+        if mode[node] == 0:  # a node predicted by the c0 weight set alone
+            train(w, sel[node, 0], x, node, nin, sst[node, 0], bit, lr)
+            node = 2 * node + bit
+            continue
         for j in range(nsets):
-            train(w, sel[node, j], xr, nin, sst[node, j], bit, lr)
+            train(w, sel[node, j], x, node, nin, sst[node, j], bit, lr)
         if dims[D_FINAL]:
-            train(wf, d, sst[node], nsets, sf[node], bit, dims[D_FLR])
+            train(wf, d, sst, node, nsets, sf[node], bit, dims[D_FLR])
         if dims[D_APM]:
             apm_update(apm1, aidx[node, 0], bit, rate)
             apm_update(apm2, aidx[node, 1], bit, rate)
@@ -306,7 +350,7 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     )
 
 
-@njit(cache=True, error_model="numpy")
+@driver
 def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     """The first byte's table: contexts of the empty history, then a prediction."""
     context_hashes(
@@ -317,7 +361,7 @@ def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf)
 
 
-@njit(cache=True, error_model="numpy")
+@driver
 def run(u8, u16, u64b, i32, i64, f64, offs, dims, data, pdfs, use_pdf, freqs, p, trust,
         want_trust):  # fmt: skip
     """For each byte i of data: freqs[i] = the current table, p[i] = its probability of data[i];

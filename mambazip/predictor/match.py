@@ -15,24 +15,24 @@ expected bit's sign times the bucket; elsewhere both are 0 (the match says nothi
 """
 
 import numpy as np
-from numba import njit
 
 from .counters import map_p, map_update, stretch
 from .history import M1, fmix
+from .jit import kernel, kernel_inline
 
 u64 = np.uint64
 MAX_LEN = 65535
 MAX_VERIFY = 1024  # longest backward comparison when a match starts
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel_inline
 def length_bucket(n):
     if n < 16:
         return n
     return min(16 + ((n - 16) >> 3), 31)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def on_path(mstate, node, depth):
     """-1 if node is off the expected byte's prefix path (or no match), else the expected bit."""
     if mstate[1] == 0:
@@ -43,7 +43,7 @@ def on_path(mstate, node, depth):
     return (e >> (7 - depth)) & 1
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel
 def match_inputs(x, col, mstate, mmap, node, depth):
     """Write the match inputs of node into x[node, col:col + 2]; return on_path."""
     e = on_path(mstate, node, depth)
@@ -57,7 +57,7 @@ def match_inputs(x, col, mstate, mmap, node, depth):
     return e
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def update_match_map(mmap, mstate, byte, map_limit):
     """Learn the coded byte on the nodes of the expected byte's path that it took."""
     if mstate[1] == 0:
@@ -73,7 +73,7 @@ def update_match_map(mmap, mstate, byte, map_limit):
         node = 2 * node + bit
 
 
-@njit(cache=True, error_model="numpy")
+@kernel
 def match_advance(mt, mstate, hist, hstate, hmask, minlen):
     """After a byte was pushed to the history: extend or drop the match, find one if none,
     record the current position, set the expected byte."""

@@ -1,0 +1,162 @@
+"""Each part of the context-mixing predictor alone, on input whose answer is known."""
+
+import math
+
+import numpy as np
+
+from mambazip.predictor.apm import apm_init, apm_predict, apm_update
+from mambazip.predictor.byte_pdf import node_probs
+from mambazip.predictor.combiner import combine, train
+from mambazip.predictor.context import predict_first, predict_second, update_contexts
+from mambazip.predictor.counters import MAP_SIZE, SQUASH, STRETCH, counter_next, map_init
+from mambazip.predictor.history import context_hashes, history_push
+from mambazip.predictor.match import MAX_LEN, match_advance, update_match_map
+
+
+def squash(x):
+    return int(SQUASH[min(max(x, -2047), 2047) + 2047])
+
+
+def test_squash_and_stretch_are_monotone_and_inverse_within_one_step():
+    assert np.all(np.diff(SQUASH) >= 0) and np.all(np.diff(STRETCH) >= 0)
+    assert squash(0) == 2048 and SQUASH[0] == 1 and SQUASH[-1] == 4095
+    for p in range(1, 4096):
+        x = int(STRETCH[p])
+        # stretch(p) is the first x whose squash reaches p: one step less falls short.
+        assert squash(x) >= p or x == 2047
+        assert x == -2047 or squash(x - 1) < p
+
+
+def test_counter_moves_by_a_third_of_the_distance_on_its_first_bit():
+    # Never seen: p = 2048, rate 1 / 1.5 = 43690 / 65536: 2048 + (2047 * 43690 >> 16) = 3412.
+    assert counter_next(0, 1, 14) == (3412 << 4) | 1
+    # p = 3412, n = 1, rate 1 / 2.5 = 26214 / 65536: 3412 - (3412 * 26214 >> 16) (floored).
+    assert counter_next((3412 << 4) | 1, 0, 14) == ((3412 + (-3412 * 26214 >> 16)) << 4) | 2
+
+
+def test_combiner_update_matches_hand_derived_weights():
+    w = np.full((1, 2), 16384, np.int32)  # 0.25 each
+    x = np.zeros((2, 2), np.int32)
+    x[1] = 512, -256
+    # (16384 * 512 - 16384 * 256) >> 16 = 64; squash(64) = round(4096 / (1 + e^-0.25)) = 2303.
+    s = combine(w, 0, x, 1, 2)
+    assert s == 64 and squash(s) == 2303
+    # bit 1, lr 2: err = (4096 - 2303) * 2 = 3586; w += (x * err + 512) >> 10.
+    train(w, 0, x, 1, 2, s, 1, 2)
+    assert w[0].tolist() == [16384 + 1793, 16384 - 896]
+
+
+def test_apm_interpolates_between_buckets_and_hits_them_at_the_edges():
+    t = np.zeros(2 * 33, np.uint16)
+    apm_init(t)
+    assert apm_predict(t, 1, 0) == (2048, 33 + 16)  # initialised to squash of the centres
+    t[:33] = np.arange(33) * 1000
+    assert apm_predict(t, 0, 5 * 128 - 2048) == (5000 >> 4, 5)  # edge: bucket 5 itself
+    # Midway: (5000 * 64 + 6000 * 64) >> 11 = 343; the tie updates the upper bucket.
+    assert apm_predict(t, 0, 5 * 128 - 2048 + 64) == (343, 6)
+    assert apm_predict(t, 0, 5 * 128 - 2048 + 63)[1] == 5
+    apm_update(t, 6, 1, 7)
+    assert t[6] == 6000 + ((65535 - 6000) >> 7)
+
+
+def test_mamba_adapter_matches_float64_subtree_sums():
+    rng = np.random.default_rng(7)
+    pdf = (rng.random(256) ** 8).astype(np.float32)
+    pdf[96:128] = 0.0  # an empty subtree (node 11 covers bytes 96..127) gives 2048
+    pm = np.zeros(256, np.int32)
+    expected = node_probs(pm, np.zeros(512), pdf)
+    assert expected == int(np.argmax(pdf))
+    # Subtree sums level by level, pairs of neighbours: the documented bottom-up order.
+    levels = [pdf.astype(np.float64)]
+    while levels[-1].size > 1:
+        levels.append(levels[-1][0::2] + levels[-1][1::2])
+    for node in range(1, 256):
+        depth = node.bit_length() - 1
+        children = levels[7 - depth][2 * (node - (1 << depth)) :][:2]
+        total = levels[8 - depth][node - (1 << depth)]
+        want = (
+            2048 if total == 0 else min(max(math.floor(4096 * children[1] / total + 0.5), 1), 4095)
+        )
+        assert pm[node] == want, node
+    assert pm[11] == 2048 and pm[5] == 1  # node 5 = bytes 64..127: its right half is empty
+
+
+class _History:
+    """The history and context views of one model kind, as loop.py lays them out."""
+
+    def __init__(self, kinds, log=12):
+        self.mask = (1 << log) - 1
+        self.hist = np.zeros(1 << log, np.uint8)
+        self.hstate = np.zeros(2, np.int64)
+        self.words = np.zeros(2, np.uint64)
+        self.orders = np.zeros(7, np.uint64)
+        self.kinds = np.array(kinds, np.int64)
+        self.ctxh = np.zeros(len(kinds), np.uint64)
+        self.contexts()
+
+    def push(self, byte):
+        history_push(self.hist, self.hstate, self.words, self.mask, byte)
+        self.contexts()
+
+    def contexts(self):
+        context_hashes(
+            self.ctxh, self.orders, self.hist, self.hstate, self.words, self.kinds, self.mask
+        )
+
+
+def test_order2_model_becomes_confident_on_a_period_3_sequence():
+    h = _History([2])
+    tbl = np.zeros((1 << 10, 16), np.uint16)
+    maps = np.zeros(MAP_SIZE, np.int32)
+    map_init(maps)
+    x = np.zeros((256, 1), np.int32)
+    midx = np.zeros((256, 1), np.int32)
+    bmask = (1 << 10) // 4 - 1
+    probs = []
+    for byte in b"abc" * 200:
+        predict_first(x, midx, tbl, maps, h.ctxh, bmask)
+        for nib in range(16):
+            predict_second(x, midx, tbl, maps, h.ctxh, bmask, nib, True)
+        p, node = 1.0, 1
+        for d in range(8):
+            bit = (byte >> (7 - d)) & 1
+            p1 = squash(int(x[node, 0])) / 4096
+            p *= p1 if bit else 1 - p1
+            node = 2 * node + bit
+        probs.append(p)
+        update_contexts(tbl, maps, midx, h.ctxh, bmask, byte, 14, 255)
+        h.push(byte)
+    assert probs[0] < 0.01  # nothing known yet
+    assert min(probs[-30:]) > 0.95
+
+
+def test_match_model_predicts_a_repeated_block_with_p_above_099():
+    rng = np.random.default_rng(3)
+    block = rng.integers(0, 256, 3000).astype(np.uint8)
+    data = np.concatenate([block, block])
+    h = _History([0], log=14)
+    mt = np.zeros(1 << 12, np.int32)
+    mstate = np.zeros(3, np.int64)
+    mmap = np.zeros(64, np.int32)
+    map_init(mmap)
+    probs = []
+    for byte in data:
+        p, node = 1.0, 1
+        for d in range(8):  # the match model's p(bit) on the expected path, else no opinion
+            bit = (int(byte) >> (7 - d)) & 1
+            e = mstate[2] | 256
+            if mstate[1] > 0 and e >> (8 - d) == node:
+                lb = min(16 + ((mstate[1] - 16) >> 3), 31) if mstate[1] >= 16 else mstate[1]
+                expected_bit = (e >> (7 - d)) & 1
+                p1 = squash(int(STRETCH[mmap[2 * lb + expected_bit] >> 19])) / 4096
+            else:
+                p1 = 0.5
+            p *= p1 if bit else 1 - p1
+            node = 2 * node + bit
+        probs.append(p)
+        update_match_map(mmap, mstate, byte, 1023)
+        h.push(byte)
+        match_advance(mt, mstate, h.hist, h.hstate, h.mask, 6)
+    assert max(probs[:3000]) < 0.5  # random bytes: no match yet
+    assert 0 < mstate[1] <= MAX_LEN
+    assert min(probs[-2000:]) > 0.99

@@ -19,8 +19,8 @@ import click
 import numpy as np
 from tqdm import tqdm
 
-from . import checkpoint, codec, container, entry, limits
-from .config import OPTIMIZERS, SCOPES, preset_names, resolve_settings
+from . import checkpoint, codec, container, entry, limits, report
+from .config import MIX_MODES, OPTIMIZERS, SCOPES, preset_names, resolve_settings
 from .errors import ConfigError, MambazipError
 from .files import atomic_output, same_file
 
@@ -140,6 +140,9 @@ def _train_options(f):
     options = [
         click.option("--preset", default="default", show_default=True,
                      help=f"Model and training preset from models/ ({', '.join(preset_names())})."),
+        click.option("--mix", type=click.Choice(MIX_MODES),
+                     help="Predictor: none = the Mamba alone, cm = the context models alone, "
+                          "full = both mixed (default: the preset's)."),
         click.option("--optimizer", type=click.Choice(OPTIMIZERS), help="Online optimizer."),
         click.option("--lr", type=float, help="Learning rate."),
         click.option("--scope", callback=_scope,
@@ -195,15 +198,18 @@ def _settings(preset, seed, opts, start, resume):
     """Settings from the preset and options, or for a starting checkpoint, whose shape wins
     over the preset and must not be contradicted by explicit shape options."""
     shape = {k: opts.pop(k) for k in MODEL_KEYS}
+    mix = opts.pop("mix")
     try:
         if start is None:
-            return resolve_settings(preset, model=shape, train=opts, seed=seed)
+            return resolve_settings(preset, model=shape, train=opts, seed=seed, mix=mix)
         for key, value in shape.items():
             have = getattr(start.config, key)
             if value is not None and value != have:
                 flag = "--" + key.replace("_", "-")
                 raise click.UsageError(f"{flag} {value} contradicts the model's {key} {have}")
-        return start.settings_for(resume, preset, train=opts, seed=seed)
+        if mix == "cm":
+            raise click.UsageError("--mix cm leaves out the Mamba that --model/--resume start")
+        return start.settings_for(resume, preset, train=opts, seed=seed, mix=mix)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -267,8 +273,8 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
         with _progress(job.size, job.name, quiet, verbose) as progress:
             stats = codec.compress_stream(src, dst, settings, progress=progress, model=start,
                                           resume=resume, replay_chunk=replay_chunk, name=name,
-                                          mtime=mtime, size=job.size,
-                                          memlimit=memlimit)  # fmt: skip
+                                          mtime=mtime, size=job.size, memlimit=memlimit,
+                                          stored_blocks=True)  # fmt: skip
         return _save(save_model, stats, force)
 
     def after(job, stats, target):
@@ -348,15 +354,8 @@ def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, q
 
 
 def _storable_name(name):
-    """``name`` if a header may hold it (a plain name in UTF-8 without control characters,
-    at most container.MAX_NAME bytes), else None: such a name is not stored."""
-    try:
-        encoded = name.encode("utf-8")
-    except UnicodeError:  # undecodable bytes in the file name (surrogate escapes)
-        return None
-    if len(encoded) > container.MAX_NAME or any(ord(c) < 32 or c in "/\\" for c in name):
-        return None
-    return name
+    """``name`` if a header may hold it (``container.valid_name``), else None: not stored."""
+    return name if container.valid_name(name) else None
 
 
 def _stored_name_output(name_output, quiet):
@@ -384,14 +383,21 @@ def _stored_name_output(name_output, quiet):
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object per file: bytes, ideal_bits, bits_per_byte, "
                    "coded_bytes, coded_bits_per_byte, seconds, bytes_per_second.")  # fmt: skip
-@click.option("--per-byte", type=click.Path(dir_okay=False),
-              help="Write each byte's -log2 p as a float64 .npy (one input only).")  # fmt: skip
+@click.option(
+    "--per-byte",
+    type=click.Path(dir_okay=False),
+    help="Write each byte's -log2 p as a float64 .npy (one input only).",
+)
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Write a page that colours each byte by its code length and shows which "
+                   "part of the predictor the mixer trusted most, region by region (one "
+                   "input only).")  # fmt: skip
 @_save_option
 @_memlimit_option
 @click.option("-f", "--force", is_flag=True, help="Overwrite existing outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no notes.")
-def score(files, preset, seed, model_path, resume_path, as_json, per_byte, save_model, memlimit,
-          force, quiet, **opts):  # fmt: skip
+def score(files, preset, seed, model_path, resume_path, as_json, per_byte, html_path, save_model,
+          memlimit, force, quiet, **opts):  # fmt: skip
     """Run the online loop of compress over FILES and report how well the model predicts
     them, writing no compressed file. bits_per_byte is the ideal code length, the sum of
     -log2 p over every byte (the first predicted after the priming byte 0); coded_bytes is
@@ -400,17 +406,21 @@ def score(files, preset, seed, model_path, resume_path, as_json, per_byte, save_
     settings = _settings(preset, seed, opts, start, resume)
     _check_save(save_model, files, force)
     _check_save(per_byte, files, force, "--per-byte")
-    if save_model is not None and per_byte is not None and same_file(save_model, per_byte):
-        raise click.UsageError("--per-byte and --save-model name the same file")
+    _check_save(html_path, files, force, "--html")
+    outputs = [p for p in (save_model, per_byte, html_path) if p is not None]
+    if len({os.path.abspath(p) for p in outputs}) < len(outputs):
+        raise click.UsageError("--per-byte, --html and --save-model must name different files")
     failed = False
     for path in files:
-        bits = []
+        bits, trust, head = [], [] if html_path else None, []
         try:
             entry.check()
-            stats = _score_one(path, settings, start, resume, quiet, bits, memlimit)
+            stats = _score_one(path, settings, start, resume, quiet, bits, memlimit, trust, head)
             if per_byte is not None:
                 with atomic_output(per_byte, force) as f:
                     np.save(f, np.concatenate([np.zeros(0), *bits]))
+            if html_path is not None:
+                _write_html(html_path, path, b"".join(head), bits, trust, stats, force)
             _save(save_model, stats, force)
         except (MambazipError, OSError) as exc:
             _say(_describe(path, exc))
@@ -421,16 +431,45 @@ def score(files, preset, seed, model_path, resume_path, as_json, per_byte, save_
         sys.exit(1)
 
 
-def _score_one(path, settings, start, resume, quiet, bits, memlimit):
+def _score_one(path, settings, start, resume, quiet, bits, memlimit, trust=None, head=None):
+    """compress_stream into nothing; ``head`` receives the first report.SHOWN bytes read."""
     name = "stdin" if path == "-" else os.path.basename(path)
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
         size = None if path == "-" else os.fstat(src.fileno()).st_size
         _compile_note(settings, quiet)
         with _progress(size, name, quiet) as progress:
-            return codec.compress_stream(src, _Discard(), settings, progress=progress,
-                                         model=start, resume=resume, per_byte=bits,
-                                         memlimit=memlimit)  # fmt: skip
+            return codec.compress_stream(_Head(src, head, report.SHOWN), _Discard(), settings,
+                                         progress=progress, model=start, resume=resume,
+                                         per_byte=bits, memlimit=memlimit, trust=trust,
+                                         stored_blocks=True)  # fmt: skip
+
+
+class _Head:
+    """Reads through ``f`` and keeps the first ``limit`` bytes in ``parts``."""
+
+    def __init__(self, f, parts, limit):
+        self.f, self.parts, self.left = f, parts, limit
+
+    def read(self, n):
+        data = self.f.read(n)
+        if self.left > 0 and data:
+            self.parts.append(data[: self.left])
+            self.left -= len(self.parts[-1])
+        return data
+
+
+def _write_html(out, path, head, bits, trust, stats, force):
+    bits = np.concatenate([np.zeros(0), *bits])
+    n = bits.shape[0]
+    names = ("mamba",)
+    shares = np.ones((n, 1), np.float32)  # the Mamba alone: it has all the trust
+    if trust:
+        shares = np.concatenate(trust)
+        names = stats.part_names
+    page = report.render(head, bits, shares, names, f"mambazip score: {os.path.basename(path)}")
+    with atomic_output(out, force) as f:
+        f.write(page.encode())
 
 
 def _report_score(path, stats, as_json):
@@ -699,9 +738,14 @@ def _kernels_cached(settings):
     internal API is missing, says yes rather than print a wrong note."""
     try:
         from .kernels import segment, step
+        from .predictor import loop
 
-        kernel = segment.run_segments if settings.train.bptt > 1 else step.run_bytes
-        return bool(kernel._cache._cache_file._load_index())
+        kernels = []
+        if settings.mix is None or settings.mix.mamba:
+            kernels.append(segment.run_segments if settings.train.bptt > 1 else step.run_bytes)
+        if settings.mix is not None:
+            kernels.append(loop.run)
+        return all(kernel._cache._cache_file._load_index() for kernel in kernels)
     except Exception:
         return True
 

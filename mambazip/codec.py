@@ -15,7 +15,7 @@ import numpy as np
 
 from . import container
 from .coder import Decoder, Encoder
-from .errors import CheckpointError, ChecksumError, FormatError
+from .errors import CheckpointError, ChecksumError, ConfigError, FormatError
 from .kernels.step import FREQ_BITS
 from .limits import check_memory
 from .predict import Predictor, memory_bytes
@@ -32,6 +32,7 @@ class Stats:
     learner: object = field(default=None, repr=False, compare=False)  # where the Mamba ended
     name: str = None  # decompression: the first stream's stored file name and mtime
     mtime: int = None
+    part_names: tuple = ()  # compression: the predictor's parts, the columns of its trust
 
     @property
     def bits_per_byte(self):
@@ -79,7 +80,8 @@ def _read_up_to(f, n):
 
 def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, progress=None,
                     model=None, resume=False, per_byte=None, replay_chunk=None, name=None,
-                    mtime=None, size=None, memlimit=None, trust=None):  # fmt: skip
+                    mtime=None, size=None, memlimit=None, trust=None,
+                    stored_blocks=None):  # fmt: skip
     """Compress everything readable from ``src`` into ``dst``. ``progress(n_bytes, bits)`` is
     called after each chunk with that chunk's size and ideal code length. ``model``: a
     ``checkpoint.Checkpoint`` to start from (its weights; with ``resume`` also its optimizer
@@ -89,15 +91,21 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     ``OnlineLearner``; it bounds memory and changes no bit of the output. ``name``, ``mtime``,
     ``size``: the input file's name, modification time (whole seconds) and size, recorded
     in a version-3 header (``decompress_stream`` hands them back). ``memlimit``: bytes the
-    predictor may allocate (default ``limits.DEFAULT_MEMLIMIT``)."""
+    predictor may allocate (default ``limits.DEFAULT_MEMLIMIT``). ``stored_blocks``: write a
+    block raw when coding it would cost more, which needs version 3 (True: write version 3
+    whatever the settings; None: store blocks only when the settings or the name, mtime or
+    size make the file version 3 anyway, so that the Mamba alone reproduces the files of
+    versions 1 and 2 bit for bit; False: never)."""
     start = time.perf_counter()
     _check_memory(settings, replay_chunk, memlimit)
     out = _Counting(dst)
     predictor = Predictor(settings, model, resume, replay_chunk)
     sha = model.digest() if model else None
     extras = None
-    if (name, mtime, size) != (None, None, None):
+    if stored_blocks or (name, mtime, size) != (None, None, None):
         extras = {"name": name, "mtime": mtime, "size": size}
+    if name is not None and not container.valid_name(name):
+        raise ConfigError(f"cannot store the file name {name!r}: not a plain file name")
     block = _read_up_to(src, block_size)
     short = not block and sha is None and container.format_version(settings, extras) == 3
     version = container.write_header(out, None if short else settings, block_size,
@@ -125,7 +133,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
             if progress:
                 progress(chunk.shape[0], bits)
         words = encoder.finish()
-        if version >= 3 and 4 * words.shape[0] > len(block):
+        if version >= 3 and stored_blocks is not False and 4 * words.shape[0] > len(block):
             container.write_stored_block(out, block)
         else:
             container.write_block(out, data.shape[0], words)
@@ -137,6 +145,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     stats.compressed_bytes = out.count
     stats.seconds = time.perf_counter() - start
     stats.learner = predictor.learner
+    stats.part_names = predictor.part_names
     return stats
 
 

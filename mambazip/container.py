@@ -149,7 +149,7 @@ def _parse(raw, version):
     if not isinstance(resume, bool):
         raise FormatError(f"corrupt header: model_resume {resume!r}")
     name = extras["name"]
-    if name is not None and not _valid_name(name):
+    if name is not None and not valid_name(name):
         raise FormatError("corrupt header: stored file name")
     for key in ("mtime", "size"):
         value = extras[key]
@@ -163,13 +163,18 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _valid_name(name):
-    """A plain file name: no directory part, no control characters, bounded."""
+def valid_name(name):
+    """A plain file name a header may hold: UTF-8, no directory part, no control characters,
+    at most MAX_NAME bytes."""
     if not isinstance(name, str) or name in ("", ".", ".."):
         return False
     if "/" in name or "\\" in name or any(ord(c) < 32 for c in name):
         return False
-    return len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeError:  # undecodable bytes of a file name (surrogate escapes)
+        return False
+    return len(encoded) <= MAX_NAME
 
 
 def write_block(f, n_bytes, words):

@@ -27,6 +27,10 @@ pre.text { white-space: pre-wrap; word-break: break-all; font: 13px/1.35 monospa
 """
 
 
+def _bucket_css():
+    return "".join(f".k{k} {{ background: {_bucket_colour(k)}; }}\n" for k in range(BUCKETS))
+
+
 def _bucket_colour(k):
     """Green (cheap) through yellow to red (expensive): k in 0..BUCKETS-1."""
     t = k / (BUCKETS - 1)
@@ -51,19 +55,22 @@ def buckets(bits):
     return np.clip(np.floor(2.0 * np.asarray(bits, dtype=np.float64)), 0, BUCKETS - 1).astype(int)
 
 
-def render(data, bits, trust=None, part_names=(), title="mambazip score", shown=SHOWN):
-    """The page as a str. ``data`` bytes (n,), ``bits`` float64 (n,), ``trust`` float32
-    (n, P) or None, ``part_names`` P names; the first ``shown`` bytes are drawn as text."""
+def render(data, bits, trust=None, part_names=(), title="mambazip score"):
+    """The page as a str. ``bits`` float64 (n,): the code length of each of the file's n
+    bytes; ``data``: the file's first bytes (at most n; SHOWN is a sensible number), drawn
+    as text; ``trust`` float32 (n, P) or None, ``part_names`` P names."""
     data = bytes(data)
     bits = np.asarray(bits, dtype=np.float64)
-    n = len(data)
-    if bits.shape != (n,):
-        raise ValueError(f"{n} bytes but {bits.shape} code lengths")
+    n = bits.shape[0]
+    shown = len(data)
+    if bits.ndim != 1 or shown > n:
+        raise ValueError(f"{shown} bytes to show but {bits.shape} code lengths")
     total = float(bits.sum())
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<title>{html.escape(title)}</title><style>{_STYLE}{_bucket_css()}</style></head>",
+        "<body>",
         f"<h1>{html.escape(title)}</h1>",
         f'<p id="summary" data-bytes="{n}" data-bits="{total:.3f}">{n} bytes, '
         f"{total / max(n, 1):.4f} bits/byte, {total / 8:.0f} bytes of code.</p>",
@@ -73,10 +80,10 @@ def render(data, bits, trust=None, part_names=(), title="mambazip score", shown=
     out += _regions_table(bits, trust, part_names)
     out.append('<p class="legend">bits per byte: ')
     for k in range(BUCKETS):
-        out.append(f'<span style="background:{_bucket_colour(k)}">{k / 2:g}</span>')
+        out.append(f'<span class="k{k}">{k / 2:g}</span>')
     out.append("</p>")
-    out.append(f'<pre class="text" data-shown="{min(n, shown)}">')
-    out += _text_spans(data[:shown], bits[:shown])
+    out.append(f'<pre class="text" data-shown="{shown}">')
+    out += _text_spans(data, bits[:shown])
     out.append("</pre>")
     if n > shown:
         out.append(f"<p>The text shows the first {shown} of {n} bytes.</p>")
@@ -116,20 +123,14 @@ def _regions_table(bits, trust, names):
 
 
 def _text_spans(data, bits):
-    """Runs of bytes in the same colour class, one span each (a span per byte would make a
-    page of a megabyte of text tens of megabytes)."""
+    """Runs of bytes in the same colour class, one span each, the class in a short name
+    styled once in the page's CSS (a megabyte of text stays a few megabytes of page)."""
     classes = buckets(bits)
     spans = []
     start = 0
     for i in range(1, len(data) + 1):
         if i == len(data) or classes[i] != classes[start]:
             text = "".join(_shown_char(b) for b in data[start:i])
-            k = int(classes[start])
-            cost = float(bits[start:i].sum())
-            spans.append(
-                f'<span data-k="{k}" data-n="{i - start}" style="background:'
-                f'{_bucket_colour(k)}" title="offset {start}, {cost:.1f} bits">'
-                f"{html.escape(text, quote=False)}</span>"
-            )
+            spans.append(f"<span class=k{classes[start]}>{html.escape(text, quote=False)}</span>")
             start = i
     return ["".join(spans)]

@@ -41,9 +41,10 @@ def test_combiner_update_matches_hand_derived_weights():
     # (16384 * 512 - 16384 * 256) >> 16 = 64; squash(64) = round(4096 / (1 + e^-0.25)) = 2303.
     s = combine(w, 0, x, 1, 2)
     assert s == 64 and squash(s) == 2303
-    # bit 1, lr 2: err = (4096 - 2303) * 2 = 3586; w += (x * err + 512) >> 10.
+    # bit 1, lr 2: err = (4096 - 2303) * 2 = 3586; w += (x * err + 2^13) >> 14, floored:
+    # (1835912 + 8192) >> 14 = 112 and (-918016 + 8192) >> 14 = -56.
     train(w, 0, x, 1, 2, s, 1, 2)
-    assert w[0].tolist() == [16384 + 1793, 16384 - 896]
+    assert w[0].tolist() == [16384 + 112, 16384 - 56]
 
 
 def test_apm_interpolates_between_buckets_and_hits_them_at_the_edges():

@@ -8,7 +8,7 @@ Arrays (NIN inputs, R weight sets of one selector):
 Forward: s = clamp((sum_k w[k] x[k]) >> 16, -2047, 2047), p = squash(s), summed in int64 in
 index order (integer sums do not depend on their order anyway).
 Training on coding cost: for bit y, d(-ln p(y)) / d w[k] = -(y - p) x[k], so gradient descent is
-w[k] += lr (y - p) x[k]; here err = ((y << 12) - p12) * lr and w[k] += (x[k] err) >> 10 rounded
+w[k] += lr (y - p) x[k]; here err = ((y << 12) - p12) * lr and w[k] += (x[k] err) >> 14 rounded
 to nearest, clamped to +-2^22 so that a product never overflows and a weight can always recover.
 """
 
@@ -19,7 +19,7 @@ from .jit import kernel
 
 W_ONE = 1 << 16
 W_MAX = 1 << 22
-LR_SHIFT = 10
+LR_SHIFT = 14
 
 
 @kernel

@@ -28,8 +28,8 @@ _INT_BOUNDS = {
     "apm_log": (8, 20),  # order-2 APM contexts (each 33 uint16)
     "counter_limit": (1, 15),  # slowest counter rate 1 / (limit + 1.5)
     "map_limit": (1, 1023),  # slowest adaptive-map rate
-    "combiner_lr": (1, 64),
-    "final_lr": (1, 64),
+    "combiner_lr": (1, 1024),  # in 1/2^14 (combiner.LR_SHIFT)
+    "final_lr": (1, 1024),
     "apm_rate": (1, 12),  # APM update shift
     # Nodes reached with probability < 2^-full_log get the c0 weight set alone, and second
     # nibbles reached with probability < 2^-slot_log no context lookups (24: never).
@@ -56,10 +56,10 @@ class MixConfig:
     match_min: int = 6
     apm_log: int = 16
     counter_limit: int = 14
-    map_limit: int = 255
-    combiner_lr: int = 6
+    map_limit: int = 1023
+    combiner_lr: int = 8
     final_lr: int = 2
-    apm_rate: int = 7
+    apm_rate: int = 6
     full_log: int = 8
     slot_log: int = 10
 

@@ -4,8 +4,8 @@ A compressed file records one in its header, so ``from_dict`` is strict (unknown
 types and out-of-range values raise ConfigError) and ``memory_bytes`` says what the tables will
 take before anything is allocated, so a hostile header can be refused first.
 
-Table sizes are log2 entry counts. The default config allocates 196 MB (``DEFAULT.memory_bytes()``,
-printed by scripts/bench_predictor.py); the largest sizes allowed here stay below 2 GB.
+Table sizes are log2 entry counts. The default config allocates 176.7 MB (168.5 MiB; 181.0 MB with
+mamba=True: ``memory_bytes()``, printed by scripts/bench_predictor.py).
 """
 
 import dataclasses
@@ -115,5 +115,5 @@ class MixConfig:
 
 
 DEFAULT = MixConfig()
-# Small tables for tests: compiles the same kernels, allocates about 2 MB.
+# Small tables for tests: compiles the same kernels, allocates 5.3 MB.
 SMALL = MixConfig(ctx_log=14, hist_log=16, match_log=12, apm_log=10)

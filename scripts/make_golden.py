@@ -7,18 +7,24 @@ Run once per format version, when that version is final:
 A case added later is written alone (``python scripts/make_golden.py NAME``), by the code of
 the release it pins.
 
-A version's cases use the feature it introduced (version 2: truncated BPTT).
-Each golden case is NAME.bin (the original) and NAME.mz (its compressed form). Later
+A version's cases use the feature it introduced (version 2: truncated BPTT; version 3: the
+context-mixing predictor with and without the Mamba, stored blocks, the stored name, mtime
+and size, the short header of an empty stream). Each golden case is NAME.bin (the original)
+and NAME.mz (its compressed form). Later
 releases must decode every golden file bit-exact (tests/test_golden.py); never regenerate the
 files of a released version.
 """
 
+import dataclasses
 import hashlib
+import io
 import sys
 from pathlib import Path
 
 import mambazip
-from mambazip.container import VERSION, format_version
+from mambazip.codec import compress_stream
+from mambazip.container import DEFAULT_BLOCK, VERSION, format_version
+from mambazip.predictor import SMALL
 
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "golden" / f"v{VERSION}"
 
@@ -28,6 +34,20 @@ TEXT = (
 ) * 6 + bytes(range(256))
 
 TINY = {"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3}
+
+
+def noise(n, state=0x9E3779B97F4A7C15):
+    """n bytes no model predicts (a 64-bit LCG's top bytes): coded, they grow, so stored."""
+    out = bytearray()
+    for _ in range(n):
+        state = (state * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        out.append(state >> 56)
+    return bytes(out)
+
+
+# Version 3 options: "mix" (none, cm or full) with the small tables of predictor.SMALL, or
+# "preset" for the preset's own tables; "extras" (name, mtime, size); "block_size".
+NAMED = {"name": "golden.txt", "mtime": 1_796_000_000}
 CASES = {
     1: {
         "tiny-adam": (TEXT, TINY, {}),
@@ -70,18 +90,56 @@ CASES = {
             {"bptt": 5, "lr": 0.003},
         ),
     },
+    3: {
+        "tiny-mix-full": (TEXT, TINY, {}, {"mix": "full", "extras": NAMED}),
+        "tiny-mix-cm": (TEXT, TINY, {}, {"mix": "cm", "extras": NAMED}),
+        "default-preset": (TEXT[:400], {}, {}, {"mix": "preset", "extras": NAMED}),
+        # Blocks of 512 bytes: the noise is stored raw, the text coded, the model learns both.
+        "stored-blocks-mamba-alone": (
+            TEXT[:1024] + noise(1024) + TEXT[:1024],
+            TINY,
+            {"bptt": 4},
+            {"mix": "none", "extras": {**NAMED, "size": 3072}, "block_size": 512},
+        ),
+        "empty": (b"", TINY, {}, {"mix": "cm", "extras": NAMED}),
+    },
 }
+
+
+def settings_of(model, train, options):
+    """The case's Settings: the default preset with the case's model and training, and for
+    version 3 its mixing (the preset's tables only for "preset")."""
+    mix = options.get("mix", "none")
+    settings = mambazip.resolve_settings(
+        "default", model=model, train=train, seed=1234, mix=None if mix == "preset" else mix
+    )
+    if mix in ("full", "cm"):
+        small = dataclasses.replace(SMALL, mamba=mix == "full")
+        settings = dataclasses.replace(settings, mix=small)
+    return settings
+
+
+def compress_case(data, settings, options):
+    """The case's .mz bytes, written as the command line writes a file (stored blocks on)
+    for version 3, as the library writes bytes before it."""
+    if not options:
+        return mambazip.compress(data, settings)
+    out = io.BytesIO()
+    compress_stream(io.BytesIO(data), out, settings, options.get("block_size", DEFAULT_BLOCK),
+                    stored_blocks=True, **options.get("extras", {}))  # fmt: skip
+    return out.getvalue()
 
 
 def main(only=None):
     """Write the current version's cases, or only the case named ``only``."""
     GOLDEN.mkdir(parents=True, exist_ok=True)
-    for name, (data, model, train) in CASES[VERSION].items():
+    for name, (data, model, train, *rest) in CASES[VERSION].items():
         if only is not None and name != only:
             continue
-        settings = mambazip.resolve_settings("default", model=model, train=train, seed=1234)
-        assert format_version(settings) == VERSION, name
-        blob = mambazip.compress(data, settings)
+        options = rest[0] if rest else {}
+        settings = settings_of(model, train, options)
+        assert format_version(settings, "extras" in options) == VERSION, name
+        blob = compress_case(data, settings, options)
         assert mambazip.decompress(blob) == data
         (GOLDEN / f"{name}.bin").write_bytes(data)
         (GOLDEN / f"{name}.mz").write_bytes(blob)

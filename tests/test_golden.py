@@ -2,6 +2,7 @@
 compressor reproduces them byte for byte (it still writes every version: the oldest one
 that can describe the settings)."""
 
+import io
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,41 @@ def test_golden_file_decodes_to_its_original(path):
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_golden_input_compresses_to_the_same_bytes(path):
+    """Version 1 and 2 files as the library writes them; version 3 files as the command line
+    writes them: with the stored name, mtime and size, and stored blocks allowed."""
     blob = path.read_bytes()
     with open(path, "rb") as f:
-        settings = container.read_header(f)["settings"]
-    assert mambazip.compress(path.with_suffix(".bin").read_bytes(), settings) == blob
+        header = container.read_header(f)
+    data = path.with_suffix(".bin").read_bytes()
+    if header["version"] < 3:
+        assert mambazip.compress(data, header["settings"]) == blob
+        return
+    # The short header of an empty stream records no settings: any settings write it.
+    settings = header["settings"] or mambazip.resolve_settings("default", mix="cm")
+    extras = {key: header[key] for key in ("name", "mtime", "size")}
+    out = io.BytesIO()
+    mambazip.compress_stream(io.BytesIO(data), out, settings,
+                             header["block_size"] or container.DEFAULT_BLOCK,
+                             stored_blocks=True, **extras)  # fmt: skip
+    assert out.getvalue() == blob
+
+
+def test_version_3_golden_files_cover_its_features():
+    """Mixing with and without the Mamba, stored blocks, the stored name, an empty stream."""
+    headers = {}
+    for path in GOLDEN.glob("v3/*.mz"):
+        with open(path, "rb") as f:
+            header = container.read_header(f)
+            blocks = (
+                list(container.read_blocks(f, header["block_size"], 3))
+                if header["settings"]
+                else []
+            )
+        headers[path.stem] = header, [type(payload) for _, payload in blocks[:-1]]
+    mixes = {
+        h["settings"].mix.mamba for h, _ in headers.values() if h["settings"] and h["settings"].mix
+    }
+    assert mixes == {True, False}
+    assert any(bytes in kinds for _, kinds in headers.values())
+    assert any(h["settings"] is None for h, _ in headers.values())
+    assert all(h["name"] == "golden.txt" for h, _ in headers.values())

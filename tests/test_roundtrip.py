@@ -21,6 +21,15 @@ from mambazip.config import OPTIMIZERS, preset_names
 # (../shared/bench/corpus from the repository root); a user's fresh clone lacks them.
 CANTERBURY = Path(__file__).resolve().parents[2] / "shared" / "bench" / "corpus" / "canterbury"
 CANTERBURY_FILES = sorted(p.name for p in CANTERBURY.iterdir()) if CANTERBURY.is_dir() else []
+CORPUS_FILES = sorted(
+    f"{p.parent.name}/{p.name}"
+    for folder in ("canterbury", "calgary")
+    for p in (CANTERBURY.parent / folder).glob("*")
+    if p.is_file()
+)
+# The default preset codes about 8 KB/s each way: the first 6 KB of every corpus file is what
+# a test suite can afford, and reaches every part (match model, stored blocks of binaries).
+CORPUS_PREFIX = 6144
 
 PHRASE = b"Mamba learns this phrase online. "
 REPETITIVE = (PHRASE * (100_000 // len(PHRASE) + 1))[:100_000]
@@ -148,3 +157,11 @@ def test_canterbury_corpus_file_roundtrips(tiny_settings, name):
         f"{name}: {len(data)} -> {len(blob)} bytes, {8 * len(blob) / len(data):.3f} bits/byte, "
         f"compress {middle - start:.1f} s, decompress {end - middle:.1f} s"
     )
+
+
+@pytest.mark.skipif(not CORPUS_FILES, reason="corpus not found beside the repository")
+@pytest.mark.parametrize("name", CORPUS_FILES or ["(corpus absent)"])
+def test_corpus_file_prefix_roundtrips_with_the_default_preset(name):
+    data = (CANTERBURY.parent / name).read_bytes()[:CORPUS_PREFIX]
+    blob = codec.compress(data, mambazip.resolve_settings("default"), block_size=2048)
+    assert mambazip.decompress(blob) == data

@@ -240,8 +240,18 @@ _replay_option = click.option(
 
 def _save(save_model, stats, force):
     if save_model is not None:
+        if stats.learner is None:
+            raise MambazipError(
+                "no model to save: this stream was coded without the Mamba (--mix cm, or "
+                "an empty input); nothing written"
+            )
         checkpoint.save(save_model, stats.learner, force)
     return stats
+
+
+def _check_mamba(save_model, settings):
+    if save_model is not None and settings.mix is not None and not settings.mix.mamba:
+        raise click.UsageError("--save-model saves the Mamba, which --mix cm leaves out")
 
 
 @cli.command(epilog=EXIT_HELP)
@@ -264,6 +274,7 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
     start, resume = _load_start(model_path, resume_path, quiet, memlimit)
     settings = _settings(preset, seed, opts, start, resume)
     _check_save(save_model, files, force, output=output)
+    _check_mamba(save_model, settings)
 
     def run(src, dst, job):
         _compile_note(settings, quiet)
@@ -405,6 +416,7 @@ def score(files, preset, seed, model_path, resume_path, as_json, per_byte, html_
     start, resume = _load_start(model_path, resume_path, quiet, memlimit)
     settings = _settings(preset, seed, opts, start, resume)
     _check_save(save_model, files, force)
+    _check_mamba(save_model, settings)
     _check_save(per_byte, files, force, "--per-byte")
     _check_save(html_path, files, force, "--html")
     outputs = [p for p in (save_model, per_byte, html_path) if p is not None]

@@ -92,3 +92,21 @@ def test_score_html_refuses_to_overwrite_without_force(run_cli, sample_file, tmp
     result = run_cli("score", "-q", *TINY_FLAGS, "--html", page, sample_file)
     assert "already exists" in result.error_line(1)
     assert page.read_text() == "keep me"
+
+
+def test_save_model_with_the_context_models_alone_is_a_usage_error(run_cli, sample_file, tmp_path):
+    ckpt = tmp_path / "model.safetensors"
+    result = run_cli("compress", "-c", "--mix", "cm", *TINY_FLAGS, "--save-model", ckpt,
+                     sample_file)  # fmt: skip
+    assert "--mix cm" in result.error_line(2)
+    assert not ckpt.exists()
+
+
+def test_decompress_save_model_of_a_file_without_the_mamba_is_one_line(run_cli, sample_file,
+                                                                         tmp_path):  # fmt: skip
+    packed = tmp_path / "x.mz"
+    assert run_cli("compress", "--mix", "cm", *TINY_FLAGS, "-o", packed, sample_file).exit_code == 0
+    ckpt, out = tmp_path / "model.safetensors", tmp_path / "x.out"
+    result = run_cli("decompress", "--save-model", ckpt, "-o", out, packed)
+    assert "no model to save" in result.error_line(1)
+    assert not ckpt.exists() and not out.exists()

@@ -4,7 +4,9 @@ same operations in the same order, and closely against float64."""
 import numpy as np
 import pytest
 
+import mambazip
 from mambazip.kernels.optim import adam_update, power, scheduled_lr, sgd_update
+from mambazip.model import OnlineLearner
 
 f32 = np.float32
 
@@ -76,3 +78,27 @@ def test_schedule_warms_up_linearly_then_decays_as_inverse_sqrt():
     assert scheduled_lr(1e-3, 100, 100, 0) == f32(1e-3)
     assert scheduled_lr(1e-3, 400, 0, 100) == f32(5e-4)
     assert scheduled_lr(1e-3, 50, 0, 100) == f32(1e-3)
+
+
+@pytest.mark.parametrize("bptt", [1, 16])
+def test_schedule_clock_is_bytes_learned_for_every_bptt(bptt):
+    """One clock for both loops: the learning rate of an update follows the bytes learned,
+    not the optimizer steps, so a bptt-16 checkpoint (16 bytes per step) resumed with bptt 1
+    keeps its schedule. With SGD the steps count nowhere else, so learners that differ only
+    in their step counter must take the same update; one that learned fewer bytes must not."""
+    settings = mambazip.resolve_settings(
+        model={"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3},
+        train={"optimizer": "sgd", "lr": 0.05, "decay": 10, "bptt": bptt},
+        mix="none",
+    )
+    data = np.frombuffer(b"a schedule keeps its clock " * 3, dtype=np.uint8)
+
+    def weights_after(step, learned):
+        learner = OnlineLearner(settings, step=step, learned=learned)
+        learner.advance(data)
+        learner.finish()
+        return learner.model.params.flat.copy()
+
+    resumed = weights_after(step=64, learned=1024)
+    assert np.array_equal(resumed, weights_after(step=1024, learned=1024))
+    assert not np.array_equal(resumed, weights_after(step=64, learned=0))

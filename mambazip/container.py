@@ -6,8 +6,8 @@
     header       JSON      {"settings": {...}, "block_size": n, "model_sha256": null | hex,
                             "model_resume": bool (only with a model),
                             version 3 only: "name": str, "mtime": int, "size": int (each
-                            optional); "settings" and "block_size" may be left out of an
-                            empty stream}
+                            optional); "settings" holds only what differs from V3_BASE;
+                            "settings" and "block_size" may be left out of an empty stream}
     header_crc   u32 LE    CRC32 of the header bytes
     blocks       each: u32 n_bytes (1..block_size), u32 n_words, n_words u32 LE range-coder
                  words; version 3: n_words = STORED means n_bytes raw bytes follow instead
@@ -26,6 +26,7 @@ decoding precedes the payload; the length and checksum follow it. All declared s
 checked against bounds before anything is allocated.
 """
 
+import dataclasses
 import json
 import struct
 import zlib
@@ -77,16 +78,16 @@ def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model
     a dict of version-3 fields ("name", "mtime", "size"; None values are left out), or None
     for a header older versions can read. ``settings`` None: the short header of an empty
     stream (version 3). Returns the version written."""
+    version = format_version(settings, extras is not None)
     fields = {"model_sha256": model_sha256}
     if settings is not None:
-        fields["settings"] = settings.to_dict()
+        fields["settings"] = settings_diff(settings) if version >= 3 else settings.to_dict()
         fields["block_size"] = block_size
     if model_sha256 is not None:
         # Only with a model, so that files without one keep their bytes.
         fields["model_resume"] = bool(model_resume)
     if extras is not None:
         fields.update({k: v for k, v in extras.items() if v is not None})
-    version = format_version(settings, extras is not None)
     header = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     f.write(_PREFIX.pack(MAGIC, version, len(header)))
     f.write(header)
@@ -135,7 +136,9 @@ def _parse(raw, version):
         if not isinstance(header, dict):
             raise TypeError("not a JSON object")
         empty = version >= 3 and "settings" not in header and "block_size" not in header
-        settings = None if empty else Settings.from_dict(header["settings"])
+        stored = None if empty else header["settings"]
+        settings = None if empty else (settings_from_diff(stored) if version >= 3 else
+                                       Settings.from_dict(stored))  # fmt: skip
         block_size = None if empty else header["block_size"]
         sha = header.get("model_sha256")
         resume = header.get("model_resume", False)
@@ -157,6 +160,65 @@ def _parse(raw, version):
             raise FormatError(f"corrupt header: {key} {value!r}")
     return {"settings": settings, "block_size": block_size, "model_sha256": sha,
             "model_resume": resume, **extras}  # fmt: skip
+
+
+# Version 3 stores the settings as their difference from this baseline (the default preset
+# of the release that made version 3), so a usual header is a few dozen bytes: for a small
+# file the header is a good part of what it costs. Part of the format: never edit it.
+V3_BASE = {
+    "model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
+              "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+              "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+              "tie_embeddings": False},
+    "train": {"optimizer": "adam", "lr": 0.0005, "scope": ["all"], "clip": 0.0, "warmup": 0,
+              "decay": 50000, "beta1": 0.9, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16},
+    "mix": {"mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
+            "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
+            "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+            "combiner_lr": 8, "final_lr": 2, "apm_rate": 6, "full_log": 8, "slot_log": 10},
+    "seed": 0,
+}  # fmt: skip
+
+
+def _full_settings(settings):
+    """Every field of every section, bptt included (``Settings.to_dict`` drops bptt 1)."""
+    train = {**dataclasses.asdict(settings.train), "scope": list(settings.train.scope)}
+    mix = settings.mix.to_dict() if settings.mix is not None else None
+    return {"model": dataclasses.asdict(settings.model), "train": train, "mix": mix,
+            "seed": settings.seed}  # fmt: skip
+
+
+def settings_diff(settings):
+    """The version-3 form of ``settings``: per section, the fields that differ from V3_BASE
+    (a section without any is left out); "mix": null for the Mamba alone."""
+    full = _full_settings(settings)
+    out = {}
+    for section in ("model", "train", "mix"):
+        if full[section] is None:
+            out[section] = None
+            continue
+        base = V3_BASE[section]
+        changed = {k: v for k, v in full[section].items() if k not in base or base[k] != v}
+        if changed:
+            out[section] = changed
+    if full["seed"] != V3_BASE["seed"]:
+        out["seed"] = full["seed"]
+    return out
+
+
+def settings_from_diff(stored):
+    """``settings_diff`` read back: V3_BASE with the stored fields over it."""
+    if not isinstance(stored, dict) or set(stored) - {"model", "train", "mix", "seed"}:
+        raise TypeError("settings must be an object of model, train, mix and seed")
+    data = {"seed": stored.get("seed", V3_BASE["seed"])}
+    for section in ("model", "train", "mix"):
+        changed = stored.get(section, {})
+        if section == "mix" and changed is None:
+            continue
+        if not isinstance(changed, dict):
+            raise TypeError(f"settings.{section} must be an object")
+        data[section] = {**V3_BASE[section], **changed}
+    return Settings.from_dict(data)
 
 
 def _is_int(value):

@@ -189,10 +189,11 @@ def test_a_header_that_needs_more_memory_than_the_limit_is_refused_before_alloca
     bptt 1024 (15 M parameters, within the parameter bound)."""
     blob = compress(b"x" * 100, tiny(), **EXTRAS)
     header = header_of(blob)
-    header["settings"]["model"].update(
+    # Version 3 stores what differs from container.V3_BASE: these fields override it.
+    header["settings"].setdefault("model", {}).update(
         d_model=2, n_layer=32, d_inner=16384, d_conv=16, d_state=1, dt_rank=1
     )
-    header["settings"]["train"]["bptt"] = 1024
+    header["settings"].setdefault("train", {})["bptt"] = 1024
     with pytest.raises(MemoryLimitError, match="--memlimit"):
         decompress(with_header(blob, header))
 
@@ -223,3 +224,19 @@ def test_memory_estimate_covers_every_array_the_predictor_allocates(bptt):
     estimate = memory_bytes(settings)
     chunk_tables = 4096 * 256 * 8 + 4096 * 16
     assert allocated <= estimate - chunk_tables <= allocated + 4096
+
+
+def test_version_3_header_stores_only_what_differs_from_the_baseline():
+    default = mambazip.resolve_settings("default")
+    other = mambazip.resolve_settings("fast", mix="none")
+    assert container.settings_from_diff(container.settings_diff(default)) == default
+    assert container.settings_from_diff(container.settings_diff(other)) == other
+    assert container.settings_diff(other)["mix"] is None
+    assert len(compress(b"x", default, name="a", mtime=1)) < 200
+
+
+@pytest.mark.parametrize("stored", [[], {"model": []}, {"mix": 3}, {"extra": {}}])
+def test_malformed_version_3_settings_are_refused(stored):
+    blob = compress(b"diff", tiny(), **EXTRAS)
+    with pytest.raises(FormatError, match="corrupt header"):
+        decompress(with_header(blob, {**header_of(blob), "settings": stored}))

@@ -79,7 +79,8 @@ def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model
     for a header older versions can read. ``settings`` None: the short header of an empty
     stream (version 3). Returns the version written."""
     version = format_version(settings, extras is not None)
-    fields = {"model_sha256": model_sha256}
+    # Version 3 leaves out a null model hash; older versions always wrote it.
+    fields = {} if version >= 3 and model_sha256 is None else {"model_sha256": model_sha256}
     if settings is not None:
         fields["settings"] = settings_diff(settings) if version >= 3 else settings.to_dict()
         fields["block_size"] = block_size

@@ -43,7 +43,7 @@ def test_combiner_update_matches_hand_derived_weights():
     assert s == 64 and squash(s) == 2303
     # bit 1, lr 2: err = (4096 - 2303) * 2 = 3586; w += (x * err + 2^13) >> 14, floored:
     # (1835912 + 8192) >> 14 = 112 and (-918016 + 8192) >> 14 = -56.
-    train(w, 0, x, 1, 2, s, 1, 2)
+    train(w, 0, x, 1, 2, s, 1, 2, 0, 0, 0)
     assert w[0].tolist() == [16384 + 112, 16384 - 56]
 
 

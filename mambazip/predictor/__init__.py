@@ -31,8 +31,11 @@ from .loop import (
     D_LR,
     D_MAMBA,
     D_MATCH,
+    D_MEAPM,
     D_MINLEN,
     D_MLIMIT,
+    D_MLR,
+    D_MSEL,
     D_NCTX,
     D_NIN,
     D_NPARTS,
@@ -42,8 +45,11 @@ from .loop import (
     R_SETS,
     V_APM1,
     V_APM2,
+    V_APME,
     V_APMM,
     V_FREQ,
+    V_INBYTE,
+    V_INPDF,
     V_KINDS,
     V_MAPS,
     V_PARTS,
@@ -53,6 +59,7 @@ from .loop import (
     n_inputs,
     prime,
     run,
+    step,
     view,
 )
 
@@ -76,6 +83,9 @@ class ContextMixer:
         self.buffers, self.offs = allocate(cfg)
         b = self.buffers
         self._bufs = (b["u8"], b["u16"], b["u64"], b["i32"], b["i64"], b["f64"])
+        self._bufs7 = (*self._bufs, b["f32"])
+        self._inbyte = view(b, self.offs, V_INBYTE)
+        self._inpdf = view(b, self.offs, V_INPDF)
         self.dims = self._dims(cfg)
         self._init_tables(cfg)
         self.freq = view(b, self.offs, V_FREQ)
@@ -108,6 +118,9 @@ class ContextMixer:
         dims[D_NPARTS] = len(cfg.part_names)
         dims[D_FULL_LOG] = cfg.full_log
         dims[D_SLOT_LOG] = cfg.slot_log
+        dims[D_MSEL] = cfg.mamba_sel
+        dims[D_MLR] = cfg.mamba_lr
+        dims[D_MEAPM] = cfg.mamba_eapm
         return dims
 
     def _init_tables(self, cfg):
@@ -123,12 +136,15 @@ class ContextMixer:
                 parts[col : col + 2] = part
                 col, part = col + 2, part + 1
         map_init(view(b, offs, V_MAPS))
-        for v in (V_APM1, V_APM2, V_APMM):
+        for v in (V_APM1, V_APM2, V_APMM, V_APME):
             apm_init(view(b, offs, v))
         nin = n_inputs(cfg)
         w = view(b, offs, V_W).reshape(-1, nin)
         combiner_init(w, W_ONE // 4)
         w[:, nin - 1] = 0
+        if cfg.mamba:
+            mcol = len(kinds) + 2 * cfg.match
+            w[:, mcol : mcol + 2] = W_ONE * cfg.mamba_w0 // 64
         combiner_init(view(b, offs, V_WF), W_ONE // int(self.dims[D_NSETS]))
 
     def _pdf_arg(self, pdf, rows):
@@ -169,10 +185,11 @@ class ContextMixer:
     def advance_byte(self, byte, mamba_pdf=None):
         """Decode-side step: learn one byte, set ``freq`` to the next byte's table (mamba_pdf
         (256,) float32: the pdf of that next byte). Allocates nothing."""
-        self._byte[0] = byte
+        self._inbyte[0] = byte
         if self.cfg.mamba:
-            self._pdf[0] = mamba_pdf
+            self._inpdf[:] = mamba_pdf
         elif mamba_pdf is not None:
             raise ValueError("this predictor was configured without the Mamba (mamba=False)")
-        run(*self._bufs, self.offs, self.dims, self._byte, self._pdf, self.cfg.mamba,
-            self._freqs1, self._p1, self._trust1, False)  # fmt: skip
+        # One call of nine arguments (the byte and the pdf travel in the buffers): the dispatch
+        # of run's fifteen cost a few µs per byte.
+        step(*self._bufs7, self.offs, self.dims)

@@ -33,11 +33,12 @@ def combine(w, r, x, node, n):
 
 
 @kernel
-def train(w, r, x, node, n, s, bit, lr):
+def train(w, r, x, node, n, s, bit, lr, lo, hi, lr2):
     """One gradient step of weight set r, whose output on x[node] was stretch value s,
-    towards bit."""
-    err = ((np.int64(bit) << 12) - squash(s)) * lr
+    towards bit; inputs lo..hi - 1 step with lr2 instead of lr."""
+    e = (np.int64(bit) << 12) - squash(s)
     for k in range(n):
+        err = e * (lr2 if lo <= k < hi else lr)
         v = np.int64(w[r, k]) + ((np.int64(x[node, k]) * err + (1 << (LR_SHIFT - 1))) >> LR_SHIFT)
         w[r, k] = np.int32(min(max(v, -W_MAX), W_MAX))
 

@@ -35,8 +35,23 @@ _INT_BOUNDS = {
     # nibbles reached with probability < 2^-slot_log no context lookups (24: never).
     "full_log": (1, 24),
     "slot_log": (1, 24),
+    # The Mamba's weight set: by its expected byte's agreement with the node x depth (0), also by
+    # its confidence at the node (1), or by whether the match model expects the same byte (2).
+    "mamba_sel": (0, 2),
+    "mamba_lr": (0, 1024),  # combiner step of the Mamba's two inputs (0: combiner_lr)
+    "mamba_w0": (0, 64),  # their initial weight in 1/64 (the others start at 16/64)
+    # An APM after the combiner keyed by the node and (1) the Mamba's expected byte or (2) its
+    # node probability quantised to 32 stretch buckets; 0: none.
+    "mamba_eapm": (0, 2),
 }
-_BOOL_FIELDS = ("mamba", "word", "sparse", "match", "final", "apm")
+_BOOL_FIELDS = (
+    "mamba",
+    "word",
+    "sparse",
+    "match",
+    "final",
+    "apm",
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,10 @@ class MixConfig:
     apm_rate: int = 6
     full_log: int = 8
     slot_log: int = 10
+    mamba_sel: int = 0
+    mamba_lr: int = 0
+    mamba_w0: int = 16
+    mamba_eapm: int = 0
 
     def __post_init__(self):
         for name in _BOOL_FIELDS:

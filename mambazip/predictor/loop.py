@@ -46,6 +46,7 @@ VIEWS = (
     ("apm1", "u16"),
     ("apm2", "u16"),
     ("apmm", "u16"),
+    ("apme", "u16"),
     ("ctxh", "u64"),
     ("words", "u64"),
     ("orders", "u64"),
@@ -71,23 +72,28 @@ VIEWS = (
     ("parts", "i64"),
     ("mass", "i64"),
     ("tree", "f64"),
+    ("inbyte", "i64"),
+    ("inpdf", "f32"),
+    ("trust1", "f32"),
 )
-(V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP, V_W, V_WF,
+(V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
+ V_W, V_WF,
  V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_MODE, V_HSTATE, V_MSTATE,
- V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE) = range(len(VIEWS))  # fmt: skip
+ V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE, V_INBYTE, V_INPDF,
+ V_TRUST1) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
-          "f64": np.float64}  # fmt: skip
+          "f64": np.float64, "f32": np.float32}  # fmt: skip
 
 # Weight-set selectors: first row of each in w, and its number of rows.
 R_SETS = 4
-ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, N_ROWS = 0, 256, 384, 640, 672
+ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, N_ROWS = 0, 256, 384, 640, 736
 N_FINAL_ROWS = 8  # final weights by depth
 
 # Positions in the int64 ``dims`` array.
 (D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
- D_SLOT_LOG) = range(19)  # fmt: skip
-N_DIMS = 19
+ D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM) = range(22)  # fmt: skip
+N_DIMS = 22
 
 DEPTH = np.array([0] + [n.bit_length() - 1 for n in range(1, 256)], np.int64)
 
@@ -106,6 +112,7 @@ def layout(cfg):
         "apm1": (65536 * 33) if cfg.apm else 0,
         "apm2": ((1 << cfg.apm_log) * 33) if cfg.apm else 0,
         "apmm": (65536 * 33) if cfg.mamba else 0,
+        "apme": (65536 * 33) if cfg.mamba and cfg.mamba_eapm else 0,
         "ctxh": C,
         "words": 2,
         "orders": 7,
@@ -119,7 +126,7 @@ def layout(cfg):
         "sel": 256 * R_SETS,
         "sst": 256 * R_SETS,
         "sf": 256,
-        "aidx": 256 * 3,
+        "aidx": 256 * 4,
         "p12": 256,
         "pm": 256,
         "freq": 256,
@@ -131,6 +138,9 @@ def layout(cfg):
         "parts": nin,
         "mass": 512,
         "tree": 512,
+        "inbyte": 1,
+        "inpdf": 256,
+        "trust1": len(cfg.part_names),
     }
 
 
@@ -195,12 +205,12 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     sel = _carve(i32, offs, V_SEL).reshape((256, R_SETS))
     sst = _carve(i32, offs, V_SST).reshape((256, R_SETS))
     sf, p12, pm = _carve(i32, offs, V_SF), _carve(i32, offs, V_P12), _carve(i32, offs, V_PM)
-    aidx = _carve(i32, offs, V_AIDX).reshape((256, 3))
+    aidx = _carve(i32, offs, V_AIDX).reshape((256, 4))
     w = _carve(i32, offs, V_W).reshape((N_ROWS, nin))
     wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
     mstate, mmap = _carve(i64, offs, V_MSTATE), _carve(i32, offs, V_MMAP)
     apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
-    apmm = _carve(u16, offs, V_APMM)
+    apmm, apme = _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME)
     expected = _carve(i64, offs, V_EXPECTED)
 
     tbl, maps = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS)
@@ -223,7 +233,7 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
             node = j if nib < 0 else NODE2[nib, j]
             full = mass[node] >= full_mass
             mode[node] = full
-            p = _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm,
+            p = _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme,
                       expected[0], dims, c1, h2, node, full, use_pdf)  # fmt: skip
             p12[node] = p
             split_node(mass, node, p)
@@ -233,8 +243,8 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
 
 
 @kernel
-def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, expected, dims, c1,
-          h2, node, full, use_pdf):  # fmt: skip
+def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme, expected, dims,
+          c1, h2, node, full, use_pdf):  # fmt: skip
     """12-bit p(bit = 1) at node: its match and Mamba inputs, the weight sets, the final
     combiner and the APMs. A node the byte is unlikely to reach (not full) gets the c0 weight
     set alone, no APM: cheaper, and it rarely costs a bit."""
@@ -251,16 +261,26 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, expe
     sel[node, 0] = ROW_C0 + node
     sel[node, 1] = ROW_MATCH + match_sel
     sel[node, 2] = ROW_C1 + c1
+    mcol = col
     if use_pdf:
-        x[node, col] = stretch(pm[node])
-        x[node, col + 1] = x[node, col]
+        st = stretch(pm[node])
+        x[node, col] = st
+        x[node, col + 1] = st
         if full:
-            pa, aidx[node, 2] = apm_predict(apmm, (c1 << 8) | node, x[node, col])
+            pa, aidx[node, 2] = apm_predict(apmm, (c1 << 8) | node, st)
             x[node, col + 1] = stretch(pa)
         col += 2
         agree = (expected | 256) >> (8 - depth) == node
         e = ((expected >> (7 - depth)) & 1) + 1 if agree else 0
-        sel[node, 3] = ROW_MAMBA + 8 * e + depth
+        if dims[D_MSEL] == 1:
+            a = abs(st)
+            cb = 0 if a < 256 else (1 if a < 512 else (2 if a < 1024 else 3))
+            sel[node, 3] = ROW_MAMBA + 8 * (4 * e + cb) + depth
+        elif dims[D_MSEL] == 2:
+            mm = 0 if mstate[1] == 0 else (1 if mstate[2] == expected else 2)
+            sel[node, 3] = ROW_MAMBA + 8 * (4 * e + mm) + depth
+        else:
+            sel[node, 3] = ROW_MAMBA + 8 * e + depth
     x[node, col] = 256
     if not full:
         s = combine(w, sel[node, 0], x, node, nin)
@@ -281,7 +301,15 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, expe
     if dims[D_APM]:
         a1, aidx[node, 0] = apm_predict(apm1, (c1 << 8) | node, s)
         a2, aidx[node, 1] = apm_predict(apm2, h2 ^ node, s)
-        p = (2 * p + a1 + a2 + 2) >> 2
+        if dims[D_MEAPM] and use_pdf:
+            if dims[D_MEAPM] == 1:
+                ectx = (expected << 8) | node
+            else:
+                ectx = (((x[node, mcol] + 2048) >> 7) << 8) | node
+            a3, aidx[node, 3] = apm_predict(apme, ectx, s)
+            p = (p + a1 + a2 + a3 + 2) >> 2
+        else:
+            p = (2 * p + a1 + a2 + 2) >> 2
     return min(max(p, 1), 4095)
 
 
@@ -294,13 +322,16 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     sel = _carve(i32, offs, V_SEL).reshape((256, R_SETS))
     sst = _carve(i32, offs, V_SST).reshape((256, R_SETS))
     sf = _carve(i32, offs, V_SF)
-    aidx = _carve(i32, offs, V_AIDX).reshape((256, 3))
+    aidx = _carve(i32, offs, V_AIDX).reshape((256, 4))
     w = _carve(i32, offs, V_W).reshape((N_ROWS, nin))
     wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
     apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
-    apmm = _carve(u16, offs, V_APMM)
+    apmm, apme = _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME)
     parts, mode = _carve(i64, offs, V_PARTS), _carve(i32, offs, V_MODE)
     lr, rate = dims[D_LR], dims[D_APM_RATE]
+    mlr = dims[D_MLR] if dims[D_MLR] else lr
+    mcol = nctx + 2 * dims[D_MATCH]
+    mhi = mcol + 2 if dims[D_MAMBA] else mcol
     node = 1
     for d in range(8):
         bit = (byte >> (7 - d)) & 1
@@ -310,18 +341,20 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
                     if parts[k] >= 0:
                         trust_row[parts[k]] += abs(np.float32(w[sel[node, j], k]) * x[node, k])
         if mode[node] == 0:  # a node predicted by the c0 weight set alone
-            train(w, sel[node, 0], x, node, nin, sst[node, 0], bit, lr)
+            train(w, sel[node, 0], x, node, nin, sst[node, 0], bit, lr, mcol, mhi, mlr)
             node = 2 * node + bit
             continue
         for j in range(nsets):
-            train(w, sel[node, j], x, node, nin, sst[node, j], bit, lr)
+            train(w, sel[node, j], x, node, nin, sst[node, j], bit, lr, mcol, mhi, mlr)
         if dims[D_FINAL]:
-            train(wf, d, sst, node, nsets, sf[node], bit, dims[D_FLR])
+            train(wf, d, sst, node, nsets, sf[node], bit, dims[D_FLR], 0, 0, 0)
         if dims[D_APM]:
             apm_update(apm1, aidx[node, 0], bit, rate)
             apm_update(apm2, aidx[node, 1], bit, rate)
         if dims[D_MAMBA]:
             apm_update(apmm, aidx[node, 2], bit, rate)
+            if dims[D_MEAPM]:
+                apm_update(apme, aidx[node, 3], bit, rate)
         node = 2 * node + bit
     if want_trust:
         total = np.float32(0.0)
@@ -374,3 +407,14 @@ def run(u8, u16, u64b, i32, i64, f64, offs, dims, data, pdfs, use_pdf, freqs, p,
         p[i] = np.float64(freq[byte]) / FREQ_TOTAL
         _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust[i], want_trust)
         _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdfs[i if use_pdf else 0], use_pdf)
+
+
+@driver
+def step(u8, u16, u64b, i32, i64, f64, f32, offs, dims):
+    """The decoder's per-byte call, its inputs in the buffers (fewer arguments to dispatch than
+    run's): learn the byte in view inbyte, predict the next with the Mamba's pdf in inpdf."""
+    byte = _carve(i64, offs, V_INBYTE)[0]
+    _update(u8, u16, u64b, i32, i64, offs, dims, byte, _carve(f32, offs, V_TRUST1), False)
+    _predict(
+        u8, u16, u64b, i32, i64, f64, offs, dims, _carve(f32, offs, V_INPDF), dims[D_MAMBA] != 0
+    )

@@ -44,3 +44,11 @@ def test_memory_bytes_is_what_the_mixer_allocates(cfg):
 def test_default_fits_in_512_mb():
     assert DEFAULT.memory_bytes() <= 512 << 20
     assert dataclasses.replace(DEFAULT, mamba=True).memory_bytes() <= 512 << 20
+
+
+def test_presets_fit_their_memory_budgets():
+    from mambazip.predictor import FAST, MAX
+
+    assert FAST.memory_bytes() < DEFAULT.memory_bytes() <= 512 << 20
+    assert MAX.memory_bytes() <= 1 << 30
+    assert DEFAULT.mamba and MAX.mamba and not FAST.mamba

@@ -15,7 +15,7 @@ import numpy as np
 
 from .apm import apm_init
 from .combiner import W_ONE, combiner_init
-from .config import DEFAULT, SMALL, MixConfig
+from .config import DEFAULT, FAST, MAX, SMALL, MixConfig
 from .counters import map_init
 from .history import KIND_CODES
 from .loop import (
@@ -63,7 +63,7 @@ from .loop import (
     view,
 )
 
-__all__ = ["DEFAULT", "SMALL", "ContextMixer", "MixConfig"]
+__all__ = ["DEFAULT", "FAST", "MAX", "SMALL", "ContextMixer", "MixConfig"]
 
 BUCKET_SLOTS = 4  # context.BUCKET
 

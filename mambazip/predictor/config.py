@@ -133,6 +133,26 @@ class MixConfig:
         return cls(**data)
 
 
-DEFAULT = MixConfig()
+# Presets (bits/byte measured by /tmp-side runs of advance over 4 KB chunks with the default
+# preset's Mamba D128x3 pdfs cached, 2026-12-01, 2-core AMD EPYC shared with other sessions, so
+# µs/byte are +-10 %). Fields absent from a header take the dataclass defaults above, which keep
+# the bits of files written before the Mamba fields existed.
+#
+# FAST, the context models alone: orders 0-5 and the words, no sparse contexts, 2^20 slots, the
+# c0 set alone below 2^-6: enwik6[:200K] 1.8954 bits/byte at 18.0 (advance) / 19.5
+# (advance_byte) µs/byte, vs 1.8867 at 25.8 / 26.0 for MixConfig(); 76.0 MB.
+FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8)
+# DEFAULT, the mix: the Mamba's weight set by whether the match model expects its byte, an APM
+# keyed by its expected byte, its inputs stepping at 4/2^14. First 300 KB of enwik6 / book1 and
+# alice29.txt: 1.9027 / 2.2324 / 1.9307 bits/byte at ~28 µs/byte in the experiment script
+# (MixConfig(mamba=True): 1.9052 / 2.2386 / 1.9350; the same with full_log 8, slot_log 10:
+# 1.9006 / 2.2312 / 1.9291 at ~31 µs/byte).
+DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8)
+# MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
+# every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
+MAX = MixConfig(
+    mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, ctx_log=24, match_log=24, apm_log=20,
+    full_log=24, slot_log=24,
+)  # fmt: skip
 # Small tables for tests: compiles the same kernels, allocates 5.3 MB.
 SMALL = MixConfig(ctx_log=14, hist_log=16, match_log=12, apm_log=10)

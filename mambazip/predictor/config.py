@@ -140,13 +140,16 @@ class MixConfig:
 #
 # FAST, the context models alone: orders 0-5 and the words, no sparse contexts, 2^20 slots, the
 # c0 set alone below 2^-6: enwik6[:200K] 1.8954 bits/byte at 18.0 (advance) / 19.5
-# (advance_byte) µs/byte, vs 1.8867 at 25.8 / 26.0 for MixConfig(); 76.0 MB.
+# (advance_byte) µs/byte, vs 1.8867 at 25.8 / 26.0 for MixConfig(); 76.0 MB. Whole files
+# (scripts/bench_predictor.py --preset fast): enwik6 1.8365 at 19.1 / 21.3, book1 2.1167 at
+# 18.7 / 21.3 µs/byte.
 FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8)
 # DEFAULT, the mix: the Mamba's weight set by whether the match model expects its byte, an APM
 # keyed by its expected byte, its inputs stepping at 4/2^14. First 300 KB of enwik6 / book1 and
 # alice29.txt: 1.9027 / 2.2324 / 1.9307 bits/byte at ~28 µs/byte in the experiment script
 # (MixConfig(mamba=True): 1.9052 / 2.2386 / 1.9350; the same with full_log 8, slot_log 10:
-# 1.9006 / 2.2312 / 1.9291 at ~31 µs/byte).
+# 1.9006 / 2.2312 / 1.9291 at ~31 µs/byte). Alone on the machine, enwik6[:300K]: 27.1 (advance)
+# / 28.2 (advance_byte) µs/byte; 185.4 MB.
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8)
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.

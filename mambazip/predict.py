@@ -77,6 +77,15 @@ class Predictor:
             self.learner.finish()
 
     @property
+    def min_byte_bits(self):
+        """A lower bound on the code length of any byte: the context mixer's node
+        probabilities stop at 4095/4096, so each child keeps at most 4095/4096 of its
+        parent's mass (plus half a unit of rounding) and a byte costs at least
+        8 log2(4096/4095) = 0.00282 bits; 0.0025 leaves a margin. The Mamba alone gives a
+        byte up to 1 - 255/2^24 of the mass: no useful bound."""
+        return 0.0 if self.mixer is None else 0.0025
+
+    @property
     def part_names(self):
         return self.mixer.part_names if self.mixer is not None else ("mamba",)
 

@@ -24,6 +24,11 @@ def tiny(**train):
     return mambazip.resolve_settings(model=TINY_MODEL, train=train or None)
 
 
+def tiny_mamba(**train):
+    """The Mamba alone: the settings versions 1 and 2 can describe."""
+    return mambazip.resolve_settings(model=TINY_MODEL, train=train or None, mix="none")
+
+
 def compress(data, settings, block_size=container.DEFAULT_BLOCK, **extras):
     out = io.BytesIO()
     codec.compress_stream(io.BytesIO(data), out, settings, block_size, **extras)
@@ -68,7 +73,7 @@ def test_stored_and_coded_blocks_mix_in_one_file_and_the_model_learns_both():
 
 def test_files_without_version_3_fields_keep_their_older_version_and_store_nothing():
     data = random_bytes(5000)
-    settings = tiny()
+    settings = tiny_mamba()
     blob = compress(data, settings)
     assert struct.unpack_from("<H", blob, 8)[0] == container.format_version(settings) < 3
     assert all(isinstance(payload, np.ndarray) for _, payload in blocks(blob))
@@ -114,21 +119,35 @@ def test_data_after_the_last_stream_is_a_corrupt_file():
         decompress(blob)
 
 
-def hostile_block_file(n_blocks, n_bytes, words=b""):
+def hostile_block_file(n_blocks, n_bytes, words=b"", settings=None):
     """A version-3 file whose blocks each declare n_bytes but carry only ``words``."""
     head = io.BytesIO()
-    container.write_header(head, tiny(), container.MAX_BLOCK, extras=EXTRAS)
+    container.write_header(head, settings or tiny(), container.MAX_BLOCK, extras=EXTRAS)
     block = struct.pack("<II", n_bytes, len(words) // 4) + words
     return head.getvalue() + block * n_blocks + struct.pack("<IQI", 0, n_blocks * n_bytes, 0)
 
 
-def test_blocks_that_declare_more_bytes_than_their_words_hold_stop_at_once():
+@pytest.mark.parametrize("mix", ["none", "full"])
+def test_blocks_that_declare_more_bytes_than_their_words_hold_stop_at_once(mix):
+    """The Mamba alone: decoding stops once the bytes cost more than the words hold; mixed:
+    the block is refused before decoding (every byte costs at least 0.0025 bits)."""
+    settings = mambazip.resolve_settings(model=TINY_MODEL, mix=mix)
     decoded = []
-    with pytest.raises(FormatError, match="more than its data can hold"):
-        decompress(hostile_block_file(200, 65536), progress=lambda n, bits: decoded.append(n))
+    with pytest.raises(FormatError, match="than its data can hold"):
+        decompress(hostile_block_file(200, 65536, settings=settings),
+                   progress=lambda n, bits: decoded.append(n))  # fmt: skip
     assert decoded == [], "the decoder ran on for the declared length"
-    with pytest.raises(FormatError, match="more than its data can hold"):
-        decompress(hostile_block_file(1, 1 << 24, words=b"\x5a" * 64))
+    with pytest.raises(FormatError, match="than its data can hold"):
+        decompress(hostile_block_file(1, 1 << 24, words=b"\x5a" * 64, settings=settings))
+
+
+def test_the_mixers_floor_on_a_bytes_code_length_holds_for_a_long_run():
+    """The floor the refusal rests on: a run of one byte, the cheapest thing there is to
+    code, costs more than 0.0025 bits per byte in the mixer's frequencies."""
+    data = np.zeros(20_000, dtype=np.uint8)
+    predictor = Predictor(mambazip.resolve_settings(model=TINY_MODEL, mix="cm"))
+    _, p = predictor.advance(data)
+    assert (-np.log2(p)).min() > predictor.min_byte_bits
 
 
 def test_the_code_length_bound_holds_for_real_blocks_at_both_extremes():
@@ -179,7 +198,7 @@ def test_bad_stored_name_mtime_or_size_is_refused(field, value):
 
 
 def test_version_1_or_2_file_with_version_3_fields_is_corrupt():
-    blob = compress(b"old", tiny())
+    blob = compress(b"old", tiny_mamba())
     with pytest.raises(FormatError, match=r"in a version [12] file"):
         decompress(with_header(blob, {**header_of(blob), "name": "x"}))
 
@@ -210,8 +229,8 @@ def test_memlimit_below_what_the_settings_need_is_refused_on_both_sides():
 
 
 @pytest.mark.parametrize("bptt", [1, 16])
-def test_memory_estimate_covers_every_array_the_predictor_allocates(bptt):
-    settings = tiny(bptt=bptt)
+def test_memory_estimate_covers_every_array_the_mamba_allocates(bptt):
+    settings = mambazip.resolve_settings(model=TINY_MODEL, train={"bptt": bptt}, mix="none")
     learner = Predictor(settings).learner
     m = learner.model
     arrays = [m.params.flat, learner.grad, learner.adam_m, learner.adam_v, m.conv_state,

@@ -313,7 +313,8 @@ def test_output_larger_than_input_because_the_model_codes_badly_warns_once(
 ):
     if why == "random data":
         sample_file.write_bytes(os.urandom(20_000))
-    lr = ["--lr", "10"] if why == "diverging lr" else []
+    # The Mamba alone: mixed, the context models would make up for a diverging Mamba.
+    lr = ["--lr", "10", "--mix", "none"] if why == "diverging lr" else []
     result = run_cli("compress", *TINY_FLAGS, *lr, sample_file)
     assert result.exit_code == 0
     assert result.stderr.count("\n") == 1
@@ -328,10 +329,10 @@ def test_no_warning_when_quiet(run_cli, sample_file):
 
 def test_no_warning_for_a_small_file_that_grows_by_its_header_only(run_cli, tmp_path):
     small = tmp_path / "small.txt"
-    small.write_bytes(b"good " * 50)
+    small.write_bytes(b"good " * 20)
     result = run_cli("compress", *TINY_FLAGS, small)
     assert (result.exit_code, result.stderr) == (0, "")
-    assert (tmp_path / "small.txt.mz").stat().st_size > 250
+    assert (tmp_path / "small.txt.mz").stat().st_size > 100
 
 
 # ------------------------------------------------------------------------- streams

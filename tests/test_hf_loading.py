@@ -84,7 +84,8 @@ def test_logits_match_the_transformers_reference(name):
 def test_score_without_training_reproduces_the_reference_total_bits(name, run_cli):
     ref = reference(name)
     result = run_cli(
-        "score", "-", "--model", FIXTURES / name, "--optimizer", "none", "--json", "-q",
+        "score", "-", "--model", FIXTURES / name, "--mix", "none", "--optimizer", "none",
+        "--json", "-q",
         input=ref["input"].tobytes(),
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr

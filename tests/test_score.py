@@ -35,7 +35,9 @@ def test_score_reports_what_compress_does_and_writes_no_file(
 def test_per_byte_holds_each_bytes_bits_the_first_predicted_after_byte_0(
     run_cli, tiny_flags, tiny_settings, sample_file, sample, tmp_path
 ):
-    (report,) = score_json(run_cli, sample_file, *tiny_flags, "--per-byte", tmp_path / "b.npy")
+    (report,) = score_json(
+        run_cli, sample_file, *tiny_flags, "--mix", "none", "--per-byte", tmp_path / "b.npy"
+    )
     bits = np.load(tmp_path / "b.npy")
     assert bits.dtype == np.float64
     assert bits.shape == (len(sample),)
@@ -52,10 +54,12 @@ def test_each_file_is_scored_from_the_same_starting_model(run_cli, tiny_flags, s
 
 
 def test_without_an_optimizer_the_model_does_not_learn(run_cli, tiny_flags, sample_file):
-    (frozen,) = score_json(run_cli, sample_file, *tiny_flags, "--optimizer", "none")
+    # The Mamba alone: mixed, the context models would learn the sample without it.
+    mamba = (*tiny_flags, "--mix", "none")
+    (frozen,) = score_json(run_cli, sample_file, *mamba, "--optimizer", "none")
     # Per-byte steps at a fixed rate: the preset's 10 KB warm-up would barely start here.
     learning_flags = ("--lr", "0.01", "--bptt", "1", "--warmup", "0", "--decay", "0")
-    (learning,) = score_json(run_cli, sample_file, *tiny_flags, *learning_flags)
+    (learning,) = score_json(run_cli, sample_file, *mamba, *learning_flags)
     # The sample repeats one line 50 times: a model that learns it codes it far better.
     assert learning["bits_per_byte"] < 0.8 * frozen["bits_per_byte"]
 

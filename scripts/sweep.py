@@ -7,8 +7,10 @@ the library, in a pool of ``--jobs`` worker processes, and reports the coded bit
 Throughput is per process: with two jobs on two cores they compete for memory bandwidth,
 so compare speeds within one sweep only, and measure a chosen preset alone with scripts/bench.py.
 
-Grid: space-separated KEY=V1,V2,... over any ModelConfig or TrainConfig field, ``seed`` and
-``preset`` (the base the other keys override; default "default"). Changing d_model without
+Grid: space-separated KEY=V1,V2,... over any ModelConfig or TrainConfig field, ``seed``,
+``mix`` (none, cm, full: the predictor's parts) and ``preset`` (the base the other keys
+override; default "default"). Files are coded as the command line codes them (stored blocks
+allowed). Changing d_model without
 d_inner or dt_rank derives them (as the CLI does).
 
     .venv/bin/python scripts/sweep.py --limit 200000 \\
@@ -68,13 +70,14 @@ def settings_for(point):
     point = dict(point)
     preset = point.pop("preset", "default")
     seed = point.pop("seed", None)
+    mix = point.pop("mix", None)
     unknown = set(point) - model_keys - train_keys
     if unknown:
         raise SystemExit(f"unknown grid keys: {', '.join(sorted(unknown))}")
     model = {k: v for k, v in point.items() if k in model_keys}
     train = {k: (float(v) if k in ("lr", "clip") else v) for k, v in point.items()
              if k in train_keys}  # fmt: skip
-    return resolve_settings(preset, model=model, train=train, seed=seed)
+    return resolve_settings(preset, model=model, train=train, seed=seed, mix=mix)
 
 
 def run_one(job):
@@ -92,7 +95,8 @@ def run_one(job):
         bits.append((n_bytes, chunk_bits))
 
     start = time.perf_counter()
-    stats = codec.compress_stream(io.BytesIO(data), io.BytesIO(), settings, progress=progress)
+    stats = codec.compress_stream(io.BytesIO(data), io.BytesIO(), settings, progress=progress,
+                                  stored_blocks=True)  # fmt: skip
     seconds = time.perf_counter() - start
     sizes = np.array([n for n, _ in bits])
     chunk_bits = np.array([b for _, b in bits])

@@ -1,0 +1,1083 @@
+"""Fuzz the decoder with structured mutations of every format version's golden files.
+
+Each golden file ``tests/golden/v*/NAME.mz`` (with its original ``NAME.bin``) is parsed into
+its regions (magic, version, header length, header JSON, header CRC, each block's n_bytes,
+n_words and payload, end marker, length, CRC; every stream of a concatenated file) and
+mutated region by region: truncation at and inside every region, header fields at extremes
+(the JSON re-serialised and its CRC made valid again, so the mutation reaches the checks
+behind the checksum), nesting, unknown keys, versions, declared sizes against the data
+present, bit flips in payloads, and concatenations with a damaged second stream.
+
+Every mutated file goes through the real command line, ``mambazip decompress -o out in.mz``
+and ``mambazip info in.mz``, and each run must show what DESIGN.md ("Bad input gets a clear
+error and loses nothing") promises:
+
+- exit 0: the output equals the original (never a wrong output), no temporary file left;
+- otherwise exit 1, exactly one line on stderr starting "mambazip: ", no traceback, no output
+  file and no temporary file left (in the output's directory or in TMPDIR);
+- the input is never modified; peak RSS at most 1 GB (in a process whose address space is
+  limited to 1 GiB by RLIMIT_AS, so an allocation beyond it fails instead of swapping) and at
+  most 30 s of wall time per run.
+
+How the runs are made: starting Python with NumPy and Numba costs about a second, so a worker
+process (under RLIMIT_AS) runs many cases, one at a time, each through the entry point of the
+``mambazip`` script (``mambazip.entry.run``, what ``python -m mambazip`` runs) with file
+descriptors 0, 1 and 2 redirected to the case's own files, so that everything the process
+writes, C code included, is what a user would see. An exception escaping the entry point is
+reported as the interpreter reports it (a traceback, exit 1) and the worker is replaced, as
+it is after a crash; a case running past ``--timeout`` kills its worker. Peak RSS per case
+is VmHWM after resetting it (``/proc/self/clear_refs``); the worker's whole ru_maxrss (from
+``os.wait4``) is reported too. ``--subprocess`` runs each case as its own ``python -m
+mambazip`` process instead (slow, for checking the worker against the real thing).
+
+    python scripts/fuzz_mz.py                  # every mutation of every golden file
+    python scripts/fuzz_mz.py --list           # the case ids only
+    python scripts/fuzz_mz.py --only ID --keep DIR   # rerun cases, keep their files
+
+Exit status 1 when any run breaks a rule; the failures are listed after the summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import math
+import os
+import random
+import resource
+import selectors
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden"
+
+# The format, as container.py documents it (restated here so the fuzzer does not trust the
+# reader it tests).
+MAGIC = b"\x89MZIP\r\n\x1a"
+STORED = 0xFFFFFFFF
+_PREFIX = struct.Struct("<8sHI")
+_U32 = struct.Struct("<I")
+_TRAILER = struct.Struct("<QI")
+
+ADDRESS_SPACE = 1 << 30  # RLIMIT_AS of every run
+MAX_RSS = 10**9  # bytes: acceptance bound on peak RSS
+MAX_SECONDS = 30.0  # acceptance bound on one run's wall time
+TIMEOUT = 60.0  # a run still going after this long is killed (and fails)
+
+EXTREMES = (0, -1, 2**31, 2**63, 1e308, True, "str", [], {}, None)
+SIZES = (0, 1, 2**16, 2**24, 2**32 - 1)
+DEEP = 100_000
+_RAW = "\x00raw:"  # a string value replaced by raw JSON text when the header is serialised
+
+
+# ------------------------------------------------------------------------- parsing
+
+
+@dataclass
+class Block:
+    at: int  # offset of n_bytes
+    n_bytes: int
+    n_words: int
+    payload: tuple  # (start, end) of the words or the stored bytes
+
+    @property
+    def stored(self):
+        return self.n_words == STORED
+
+
+@dataclass
+class Stream:
+    start: int
+    version: int
+    header_len: int
+    header: dict
+    blocks: list
+    end_at: int  # offset of the end marker (u32 0)
+    length: int
+    crc: int
+    stop: int  # offset after the trailer
+
+    @property
+    def header_span(self):
+        return self.start + _PREFIX.size, self.start + _PREFIX.size + self.header_len
+
+    @property
+    def regions(self):
+        """(name, start, end) of every region of the stream, in file order."""
+        h0, h1 = self.header_span
+        out = [
+            ("magic", self.start, self.start + 8),
+            ("version", self.start + 8, self.start + 10),
+            ("header_len", self.start + 10, h0),
+            ("header", h0, h1),
+            ("header_crc", h1, h1 + 4),
+        ]
+        for i, b in enumerate(self.blocks):
+            out += [
+                (f"block{i}.n_bytes", b.at, b.at + 4),
+                (f"block{i}.n_words", b.at + 4, b.at + 8),
+                (f"block{i}.payload", *b.payload),
+            ]
+        out += [
+            ("end", self.end_at, self.end_at + 4),
+            ("length", self.end_at + 4, self.end_at + 12),
+            ("crc", self.end_at + 12, self.stop),
+        ]
+        return [r for r in out if r[2] > r[1]]
+
+
+def parse(blob):
+    """The streams of a valid .mz file."""
+    streams, at = [], 0
+    while at < len(blob):
+        magic, version, header_len = _PREFIX.unpack_from(blob, at)
+        assert magic == MAGIC, f"no stream at {at}"
+        h0 = at + _PREFIX.size
+        header = json.loads(blob[h0 : h0 + header_len])
+        pos = h0 + header_len + 4
+        blocks = []
+        while True:
+            (n_bytes,) = _U32.unpack_from(blob, pos)
+            if n_bytes == 0:
+                break
+            (n_words,) = _U32.unpack_from(blob, pos + 4)
+            size = n_bytes if n_words == STORED and version >= 3 else 4 * n_words
+            blocks.append(Block(pos, n_bytes, n_words, (pos + 8, pos + 8 + size)))
+            pos += 8 + size
+        length, crc = _TRAILER.unpack_from(blob, pos + 4)
+        stop = pos + 4 + _TRAILER.size
+        streams.append(Stream(at, version, header_len, header, blocks, pos, length, crc, stop))
+        at = stop
+    return streams
+
+
+def with_header(blob, stream, header, version=None, raw=None):
+    """``blob`` with ``stream``'s header JSON replaced (``raw`` bytes, or ``header``
+    serialised as the writer does), its length and CRC made valid again."""
+    if raw is None:
+        raw = serialise(header)
+    version = stream.version if version is None else version
+    h1 = stream.header_span[1]
+    prefix = _PREFIX.pack(MAGIC, version, len(raw))
+    return blob[: stream.start] + prefix + raw + _U32.pack(zlib.crc32(raw)) + blob[h1 + 4 :]
+
+
+def serialise(header):
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"))
+    while (i := text.find(json.dumps(_RAW)[:-1])) >= 0:  # "\u0000raw:TEXT" -> TEXT
+        j = text.index('"', i + 1)
+        text = text[:i] + json.loads(text[i : j + 1])[len(_RAW) :] + text[j + 1 :]
+    return text.encode()
+
+
+def raw_json(text):
+    return _RAW + text
+
+
+def deep_value(depth):
+    return raw_json("[" * depth + "]" * depth)
+
+
+def put_u32(blob, at, value):
+    return blob[:at] + _U32.pack(value) + blob[at + 4 :]
+
+
+def end_stream(length, crc):
+    return _U32.pack(0) + _TRAILER.pack(length, crc)
+
+
+def empty_stream():
+    """A valid empty version-3 stream (the short header: no settings, no block size)."""
+    raw = serialise({"model_sha256": None})
+    return _PREFIX.pack(MAGIC, 3, len(raw)) + raw + _U32.pack(zlib.crc32(raw)) + end_stream(0, 0)
+
+
+# ------------------------------------------------------------------------- mutations
+
+
+@dataclass
+class Case:
+    id: str  # GOLDEN/NAME.mz:category:detail
+    category: str
+    blob: bytes
+    expected: bytes  # what decompress must write if it exits 0
+
+
+def cases(root=GOLDEN):
+    """Every mutation of every golden file under ``root``/v*/ (ids unique, order fixed)."""
+    out, seen = [], set()
+    files = sorted(Path(root).glob("v*/*.mz"))
+    known = known_fields(f.read_bytes() for f in files)
+    for mz in files:
+        blob, original = mz.read_bytes(), mz.with_suffix(".bin").read_bytes()
+        name = f"{mz.parent.name}/{mz.name}"
+        for category, detail, mutated, expected in mutations(name, blob, original, known):
+            case_id = f"{name}:{category}:{detail}"
+            if case_id in seen or mutated == blob:
+                continue
+            seen.add(case_id)
+            out.append(Case(case_id, category, mutated, expected))
+    return out
+
+
+def known_fields(blobs):
+    """{section: field names} of the model, train and mix settings over every golden file's
+    first header, so that a header that leaves fields out (at their defaults) has them
+    mutated too."""
+    known = {"model": set(), "train": set(), "mix": set()}
+    for blob in blobs:
+        settings = parse(blob)[0].header.get("settings")
+        for section, names in known.items():
+            if isinstance(settings, dict) and isinstance(settings.get(section), dict):
+                names |= set(settings[section])
+    return {k: sorted(v) for k, v in known.items()}
+
+
+def mutations(name, blob, original, known=None):
+    """(category, detail, mutated bytes, expected output) of one golden file; ``known``:
+    see ``known_fields``."""
+    streams = parse(blob)
+    ends = {
+        s.stop: original[: sum(t.length for t in streams[: i + 1])] for i, s in enumerate(streams)
+    }
+    rng = random.Random(zlib.crc32(name.encode()))
+    yield from truncations(blob, streams, ends)
+    yield from prefix_fields(blob, streams[0], original)
+    yield from header_fields(blob, streams[0], original, known or {})
+    yield from nesting(blob, streams[0])
+    yield from block_fields(blob, streams, original)
+    yield from declared_sizes(blob, streams[0], original)
+    yield from bit_flips(blob, streams, original, rng)
+    yield from concatenations(blob, original, rng)
+
+
+def truncations(blob, streams, ends):
+    cuts = set()
+    for s in streams:
+        for _, start, end in s.regions:
+            cuts |= {start, start + 1, (start + end) // 2, end - 1, end}
+    for cut in sorted(c for c in cuts if 0 <= c < len(blob)):
+        region = next((r for s in streams for r in s.regions if r[1] <= cut < r[2]), ("?",))
+        # Cut at the end of a stream that others follow: the streams before the cut decode.
+        yield "truncate", f"at {cut} ({region[0]})", blob[:cut], ends.get(cut, b"")
+
+
+def prefix_fields(blob, s, original):
+    for i in (0, 7):
+        yield "magic", f"byte {i} flipped", _flip(blob, s.start + 8 * i), original
+    yield "magic", "zeroed", bytes(8) + blob[8:], original
+    for v in (0, 1, 2, 3, 4, 65535):
+        if v != s.version:
+            mutated = blob[:8] + struct.pack("<H", v) + blob[10:]
+            yield "version", f"{v}", mutated, original
+    for n in (0, s.header_len - 1, s.header_len + 1, 1 << 20, (1 << 20) + 1, 2**32 - 1):
+        yield "header_len", f"{n}", put_u32(blob, 10, n), original
+    h1 = s.header_span[1]
+    yield "header_crc", "bit flipped", _flip(blob, 8 * h1 + 3), original
+    h0 = s.header_span[0]
+    yield "header", "byte flipped, crc kept", _flip(blob, 8 * (h0 + s.header_len // 2)), original
+
+
+def _flip(blob, bit):
+    b = bytearray(blob)
+    b[bit // 8] ^= 1 << (bit % 8)
+    return bytes(b)
+
+
+def _fields(header, known):
+    """Paths of every field of the header: top level, settings, and inside model, train and
+    mix: those the golden file has, and the ``known`` ones of model and train (and of mix
+    when the file has a mix)."""
+    paths = [(k,) for k in header]
+    settings = header.get("settings")
+    if isinstance(settings, dict):
+        paths += [("settings", k) for k in settings]
+        for section in ("model", "train", "mix"):
+            present = settings.get(section)
+            names = list(present) if isinstance(present, dict) else []
+            if section != "mix" or isinstance(present, dict):
+                names += [k for k in known.get(section, ()) if k not in names]
+            paths += [("settings", section, k) for k in names]
+    return paths
+
+
+def _has(header, path):
+    d = header
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return False
+        d = d[key]
+    return True
+
+
+def _set(header, path, value, delete=False):
+    out = json.loads(json.dumps(header))
+    d = out
+    for key in path[:-1]:
+        if not isinstance(d.get(key), dict):
+            d[key] = {}
+        d = d[key]
+    if delete:
+        del d[path[-1]]
+    else:
+        d[path[-1]] = value
+    return out
+
+
+def header_fields(blob, s, original, known):
+    header = s.header
+    for path in _fields(header, known):
+        where = ".".join(path)
+        for value in (*EXTREMES, raw_json("1e400")):
+            shown = (
+                value[len(_RAW) :] if isinstance(value, str) and value.startswith(_RAW) else value
+            )
+            mutated = with_header(blob, s, _set(header, path, value))
+            yield "field", f"{where}={json.dumps(shown)}", mutated, original
+        if _has(header, path):
+            removed = with_header(blob, s, _set(header, path, 0, True))
+            yield "field", f"{where} removed", removed, original
+    dicts = [()]
+    if isinstance(header.get("settings"), dict):
+        dicts += [("settings",)] + [
+            ("settings", k) for k in ("model", "train", "mix") if k in header["settings"]
+        ]
+    for path in dicts:
+        where = ".".join(path) or "top"
+        mutated = with_header(blob, s, _set(header, (*path, "zz_unknown"), 1))
+        yield "unknown_key", where, mutated, original
+    for raw, what in (
+        (b"[]", "array"),
+        (b'"str"', "string"),
+        (b"1", "number"),
+        (b"null", "null"),
+        (b"", "empty"),
+        (b"{", "unclosed"),
+        (b"\xff\xfe{}", "bad utf-8"),
+        (b'{"a":NaN}', "NaN"),
+        (serialise(header)[:-1] + b',"block_size":1}', "duplicate key"),
+    ):
+        yield "header_json", what, with_header(blob, s, header, raw=raw), original
+    sha = "ab" * 32
+    yield (
+        "field",
+        "model_sha256 of an absent model",
+        with_header(blob, s, {**header, "model_sha256": sha, "model_resume": False}),
+        original,
+    )
+    # Version-3 fields: refused in older versions; at extremes with the version raised to 3.
+    extras = {
+        "name": ("", ".", "..", "a/b", "a\\b", "a\x00b", "x" * 5000, "\ud800", 7),
+        "mtime": (*EXTREMES, 2**63 - 1),
+        "size": (*EXTREMES, 2**63 - 1, len(original) + 1),
+    }
+    for key, values in extras.items():
+        if s.version < 3 and key not in header:
+            yield (
+                "v3_field",
+                f"{key} in v{s.version}",
+                with_header(blob, s, {**header, key: 1}),
+                original,
+            )
+        for value in values:
+            mutated = with_header(blob, s, {**header, key: value}, version=max(s.version, 3))
+            yield "v3_field", f"{key}={json.dumps(value)[:40]}", mutated, original
+    if s.version < 3:
+        yield "v3_field", "raised to v3", with_header(blob, s, header, version=3), original
+    short = {k: v for k, v in header.items() if k not in ("settings", "block_size")}
+    yield "v3_field", "short header before blocks", with_header(blob, s, short, version=3), original
+    yield from model_sizes(blob, s, original)
+
+
+def model_sizes(blob, s, original):
+    """Well-formed headers that ask for a lot: the largest model and TBPTT the bounds allow,
+    the largest mixing tables. Refused by the memory budget, or bounded in memory and time."""
+    settings = s.header.get("settings")
+    if not isinstance(settings, dict):
+        return
+    # The example of issue 15: 15.2 M parameters, under the 16 M bound.
+    big = {"d_model": 2, "n_layer": 32, "d_inner": 16384, "d_conv": 16, "dt_rank": 1, "d_state": 1}
+    for bptt in (1, 16, 1024):
+        h = _set(s.header, ("settings", "model"), {**settings.get("model", {}), **big})
+        h = _set(h, ("settings", "train", "bptt"), bptt)
+        yield (
+            "big_model",
+            f"15M parameters bptt {bptt}",
+            with_header(blob, s, h, version=max(s.version, 2 if bptt > 1 else 1)),
+            original,
+        )
+    h = _set(
+        s.header,
+        ("settings", "model"),
+        {**settings.get("model", {}), "d_model": 4096, "n_layer": 64, "d_inner": 16384},
+    )
+    yield "big_model", "gigantic model", with_header(blob, s, h), original
+    tables = {"ctx_log": 25, "hist_log": 26, "match_log": 24, "apm_log": 20}
+    for mix in ({}, {"mamba": True}, tables, {**tables, "mamba": True}):
+        h = _set(s.header, ("settings", "mix"), {**(settings.get("mix") or {}), **mix})
+        yield "big_model", f"mix {json.dumps(mix)}", with_header(blob, s, h, version=3), original
+
+
+def nesting(blob, s):
+    deep = DEEP
+    yield (
+        "nesting",
+        f"header {deep} deep",
+        with_header(blob, s, None, raw=b"[" * deep + b"]" * deep),
+        b"",
+    )
+    yield "nesting", f"header {deep} unclosed", with_header(blob, s, None, raw=b"[" * deep), b""
+    yield (
+        "nesting",
+        f"header {deep} objects",
+        with_header(blob, s, None, raw=b'{"a":' * deep + b"1" + b"}" * deep),
+        b"",
+    )
+    for path in (("settings",), ("settings", "model", "d_model"), ("zz_unknown",)):
+        if path[0] == "settings" and "settings" not in s.header:
+            continue
+        mutated = with_header(blob, s, _set(s.header, path, deep_value(deep)))
+        yield "nesting", f"{'.'.join(path)} {deep} deep", mutated, b""
+    mutated = with_header(blob, s, _set(s.header, ("zz_unknown",), deep_value(17)))
+    yield "nesting", "zz_unknown 17 deep", mutated, b""
+
+
+def block_fields(blob, streams, original):
+    for si, s in enumerate(streams):
+        for bi, b in enumerate(s.blocks):
+            where = f"s{si}.block{bi}"
+            for n in (*SIZES, b.n_bytes - 1, b.n_bytes + 1):
+                yield "n_bytes", f"{where}={n}", put_u32(blob, b.at, n % 2**32), original
+            for n in (*SIZES, b.n_words - 1, b.n_words + 1):
+                yield "n_words", f"{where}={n}", put_u32(blob, b.at + 4, n % 2**32), original
+            p0, p1 = b.payload
+            for k in (0, 1, 2):  # n_words that the data present agrees with, but few
+                if b.stored or k >= b.n_words:
+                    continue
+                few = blob[: b.at + 4] + _U32.pack(k) + blob[p0 : p0 + 4 * k] + blob[p1:]
+                yield "few_words", f"{where} {k} words", few, original
+                for n in (2**16, 2**24):
+                    yield (
+                        "few_words",
+                        f"{where} {k} words {n} bytes",
+                        put_u32(few, b.at, n),
+                        original,
+                    )
+            yield "blocks", f"{where} repeated", blob[:p1] + blob[b.at : p1] + blob[p1:], original
+            yield "blocks", f"{where} dropped", blob[: b.at] + blob[p1:], original
+            chunk = original[sum(x.n_bytes for x in s.blocks[:bi]) :][: b.n_bytes]
+            if si == 0 and len(streams) == 1 and len(chunk) == b.n_bytes:
+                stored = _U32.pack(b.n_bytes) + _U32.pack(STORED) + chunk
+                yield "stored", f"{where} as stored", _as_v3(blob, s, b, stored), original
+                bad = _U32.pack(b.n_bytes) + _U32.pack(STORED) + bytes([chunk[0] ^ 1]) + chunk[1:]
+                yield (
+                    "stored",
+                    f"{where} as stored, a byte changed",
+                    _as_v3(blob, s, b, bad),
+                    original,
+                )
+                longer = _U32.pack(b.n_bytes + 100) + _U32.pack(STORED) + chunk
+                yield (
+                    "stored",
+                    f"{where} stored, n_bytes beyond the data",
+                    _as_v3(blob, s, b, longer),
+                    original,
+                )
+                yield (
+                    "stored",
+                    f"{where} n_words=STORED, v3",
+                    _as_v3(blob, s, b, put_u32(blob[b.at : p1], 4, STORED)),
+                    original,
+                )
+        e = s.end_at
+        for n in (0, 1, s.length + 1, 2**64 - 1):
+            mutated = blob[: e + 4] + struct.pack("<Q", n) + blob[e + 12 :]
+            yield "trailer", f"s{si} length={n}", mutated, original
+        yield "trailer", f"s{si} crc+1", put_u32(blob, e + 12, (s.crc + 1) % 2**32), original
+        yield "trailer", f"s{si} end marker=1", put_u32(blob, e, 1), original
+        yield "trailer", f"s{si} end marker removed", blob[:e] + blob[e + 4 :], original
+
+
+def _as_v3(blob, s, b, replacement):
+    """``blob`` with block ``b`` replaced, as a version-3 file."""
+    mutated = blob[: b.at] + replacement + blob[b.payload[1] :]
+    return mutated[:8] + struct.pack("<H", max(3, s.version)) + mutated[10:]
+
+
+def declared_sizes(blob, s, original):
+    """Declared byte counts that the data present cannot produce."""
+    settings = s.header.get("settings")
+    if not isinstance(settings, dict):
+        return
+    body = blob[: s.header_span[1] + 4]
+    block_size = s.header.get("block_size", 1 << 16)
+    for n_words in (0, 1, 2):
+        junk = bytes(range(4 * n_words))
+        blocks = (_U32.pack(block_size) + _U32.pack(n_words) + junk) * 200
+        mutated = body + blocks + end_stream(200 * block_size, 0)
+        yield "declared", f"200 blocks of {block_size} with {n_words} words", mutated, original
+    h = {**s.header, "block_size": 1 << 24}
+    big = with_header(body, s, h)
+    for n_words in (0, 1, 3):
+        block = _U32.pack(1 << 24) + _U32.pack(n_words) + bytes(range(4 * n_words))
+        mutated = big + block + end_stream(1 << 24, 0)
+        yield (
+            "declared",
+            f"block_size 2^24, one block of 2^24 with {n_words} words",
+            mutated,
+            original,
+        )
+    b = s.blocks[0] if s.blocks else None
+    if b is not None and not b.stored:
+        words = blob[b.payload[0] : b.payload[1]]
+        block = _U32.pack(1 << 24) + _U32.pack(b.n_words) + words
+        mutated = big + block + blob[b.payload[1] :]
+        yield "declared", "block_size 2^24, first block declares 2^24 bytes", mutated, original
+    yield (
+        "declared",
+        "blocks missing before the end",
+        body + end_stream(len(original), s.crc),
+        original,
+    )
+
+
+def bit_flips(blob, streams, original, rng):
+    for si, s in enumerate(streams):
+        for bi, b in enumerate(s.blocks):
+            p0, p1 = b.payload
+            bits = sorted(rng.sample(range(8 * p0, 8 * p1), min(24, 8 * (p1 - p0))))
+            for bit in bits:
+                yield "flip", f"s{si}.block{bi} bit {bit}", _flip(blob, bit), original
+            for _ in range(4):
+                many = blob
+                picks = rng.sample(range(8 * p0, 8 * p1), min(8, 8 * (p1 - p0)))
+                for bit in picks:
+                    many = _flip(many, bit)
+                yield (
+                    "flip",
+                    f"s{si}.block{bi} bits {','.join(map(str, sorted(picks)))}",
+                    many,
+                    original,
+                )
+            for i in range(0, 32, 8):
+                yield (
+                    "flip",
+                    f"s{si}.block{bi} n_bytes bit {i}",
+                    _flip(blob, 8 * b.at + i),
+                    original,
+                )
+        for bit in rng.sample(range(8 * (s.end_at + 4), 8 * s.stop), 6):
+            yield "flip", f"s{si} trailer bit {bit}", _flip(blob, bit), original
+    for _ in range(8):
+        at = rng.randrange(len(blob))
+        junk = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        mutated = blob[:at] + junk + blob[at + len(junk) :]
+        yield "overwrite", f"{junk.hex()} at {at}", mutated, original
+
+
+def concatenations(blob, original, rng):
+    s = parse(blob)[-1]
+    yield "concat", "twice", blob + blob, original + original
+    yield "concat", "empty v3 stream after", blob + empty_stream(), original
+    yield "concat", "empty v3 stream before", empty_stream() + blob, original
+    for name, start, end in s.regions:
+        for cut in {start + 1, (start + end) // 2}:
+            if cut < len(blob):
+                yield "concat", f"second cut at {cut} ({name})", blob + blob[:cut], original * 2
+    second = parse(blob)[0]
+    h1 = second.header_span[1]
+    damaged = {
+        "header crc flipped": _flip(blob, 8 * h1),
+        "magic flipped": _flip(blob, 8 * 7),
+        "version 65535": blob[:8] + b"\xff\xff" + blob[10:],
+        "trailer crc+1": put_u32(blob, s.end_at + 12, (s.crc + 1) % 2**32),
+    }
+    for b in second.blocks[:1]:
+        bit = rng.randrange(8 * b.payload[0], 8 * b.payload[1])
+        damaged[f"payload bit {bit} flipped"] = _flip(blob, bit)
+        damaged["n_bytes 2^16"] = put_u32(blob, b.at, 1 << 16)
+    for what, mutated in damaged.items():
+        yield "concat", f"second with {what}", blob + mutated, original * 2
+    for junk in (b"\x00", b"\x89", MAGIC[:5], MAGIC, bytes(range(8)), b"\x00" * 4096):
+        yield "concat", f"then {len(junk)} bytes {junk[:8].hex()}", blob + junk, original
+
+
+# ------------------------------------------------------------------------- running
+
+COMMANDS = {
+    "decompress": ["decompress", "-o", "out", "in.mz"],
+    "info": ["info", "in.mz"],
+}
+
+
+@dataclass
+class Run:
+    case: Case
+    command: str
+    code: int = None  # exit code; None: the run did not end (crash or timeout)
+    stdout: bytes = b""
+    stderr: str = ""
+    seconds: float = 0.0
+    rss: int = 0  # peak resident bytes of the run
+    files: list = field(default_factory=list)  # files in the case's directory afterwards
+    tmp_files: list = field(default_factory=list)  # files left in TMPDIR
+    output: bytes = None  # the output file's bytes, if any
+    input_intact: bool = True
+    address_space: int = None  # RLIMIT_AS of the process that ran it
+    note: str = ""  # why the run did not end
+
+    def failures(self):
+        """Every rule this run breaks (empty: it behaved)."""
+        out = []
+        if self.code is None:
+            return [f"did not finish: {self.note}"]
+        if "Traceback" in self.stderr or "MemoryError" in self.stderr:
+            out.append("traceback")
+        if self.code == 0:
+            if self.command == "decompress" and self.output != self.case.expected:
+                out.append("wrong output" if self.output is not None else "no output")
+            if self.command == "info" and not self.stdout.startswith(b"in.mz:\n"):
+                out.append("info printed no header")
+        else:
+            line = self.stderr.removesuffix("\n")
+            if self.code != 1:
+                out.append(f"exit code {self.code}")
+            if not line.startswith("mambazip: ") or "\n" in line:
+                out.append(f"not one line on stderr ({self.stderr.count(chr(10))} lines)")
+        expected = (
+            {"in.mz", "out"} if self.code == 0 and self.command == "decompress" else {"in.mz"}
+        )
+        if set(self.files) != expected or self.tmp_files:
+            out.append("leftover " + ", ".join(sorted(set(self.files) - expected) + self.tmp_files))
+        if not self.input_intact:
+            out.append("input modified")
+        if self.rss > MAX_RSS:
+            out.append(f"RSS {self.rss / 1e6:.0f} MB")
+        if self.seconds > MAX_SECONDS:
+            out.append(f"{self.seconds:.1f} s")
+        return out
+
+    def summary(self):
+        last = self.stderr.strip().splitlines()[-1:] or [""]
+        return (
+            f"{self.case.id} [{self.command}] exit {self.code}, {self.seconds:.2f} s, "
+            f"{self.rss / 1e6:.0f} MB: {'; '.join(self.failures())}; stderr: {last[0][:200]}"
+        )
+
+
+def _limit():
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+class Worker:
+    """A ``python fuzz_mz.py --worker`` process under RLIMIT_AS: one case per request."""
+
+    def __init__(self, tmpdir):
+        self.tmpdir = tmpdir
+        env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(ROOT)}
+        self.log = open(Path(tmpdir).parent / f"worker-{id(self)}.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            preexec_fn=_limit,
+            env=env,
+            cwd=tmpdir,
+        )
+        self.max_rss = 0
+        warm = [str(p) for p in sorted(GOLDEN.glob("v*/*.mz"))]
+        self.alive = self.request({"warm": warm}, TIMEOUT * 10) is not None
+
+    def request(self, message, timeout):
+        """Send one request; the reply (a dict), or None if the worker died or timed out
+        (it is then killed)."""
+        try:
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:
+            self.close()
+            return None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if sel.select(timeout):
+                line = self.proc.stdout.readline()
+                if line:
+                    return json.loads(line)
+        self.close(kill=True)
+        return None
+
+    def close(self, kill=False):
+        if self.proc.poll() is None:
+            if kill:
+                self.proc.kill()
+            else:
+                self.proc.stdin.close()
+        try:
+            _, status, usage = os.wait4(self.proc.pid, 0)
+            self.status = status
+            self.max_rss = max(self.max_rss, usage.ru_maxrss * 1024)
+        except ChildProcessError:
+            self.status = self.proc.returncode
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        self.log.close()
+        self.alive = False
+
+
+def run_cases(
+    cases,
+    commands=tuple(COMMANDS),
+    jobs=2,
+    timeout=TIMEOUT,
+    use_subprocess=False,
+    keep=None,
+    progress=None,
+):
+    """Run every command on every case; returns ([Run], worker peak RSS in bytes)."""
+    todo = [(c, cmd) for c in cases for cmd in commands]
+    runs = [None] * len(todo)
+    peak = [0]
+    with tempfile.TemporaryDirectory(prefix="fuzz_mz.") as base:
+
+        def lane(lane_no):
+            work = Path(base) / f"lane{lane_no}"
+            tmpdir = work / "tmp"
+            tmpdir.mkdir(parents=True)
+            worker = None
+            for i in range(lane_no, len(todo), jobs):
+                case, command = todo[i]
+                if not use_subprocess and (worker is None or not worker.alive):
+                    worker = Worker(tmpdir)
+                runs[i] = _run_one(case, command, work, tmpdir, worker, timeout, keep)
+                if worker is not None and (
+                    runs[i].code is None or "traceback" in runs[i].failures()
+                ):
+                    worker.close()  # a fresh process after anything unexpected
+                    peak[0] = max(peak[0], worker.max_rss)
+                if progress:
+                    progress(runs[i])
+            if worker is not None and worker.alive:
+                worker.close()
+                peak[0] = max(peak[0], worker.max_rss)
+
+        import threading
+
+        threads = [threading.Thread(target=lane, args=(n,)) for n in range(jobs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return runs, peak[0]
+
+
+def _run_one(case, command, work, tmpdir, worker, timeout, keep):
+    cdir = work / "case"
+    shutil.rmtree(cdir, ignore_errors=True)
+    cdir.mkdir()
+    (cdir / "in.mz").write_bytes(case.blob)
+    run = Run(case, command)
+    argv = COMMANDS[command]
+    start = time.perf_counter()
+    if worker is None:
+        reply = _subprocess_run(argv, cdir, tmpdir, timeout)
+    else:
+        reply = worker.request({"argv": argv, "cwd": str(cdir)}, timeout)
+    run.seconds = time.perf_counter() - start
+    if reply is None:
+        run.note = (
+            f"killed after {timeout:.0f} s"
+            if run.seconds >= timeout
+            else f"worker died (status {getattr(worker, 'status', '?')})"
+        )
+    else:
+        run.code, run.rss, run.address_space = reply["code"], reply["rss"], reply["as"]
+        run.stdout = (cdir / ".stdout").read_bytes()
+        run.stderr = (cdir / ".stderr").read_text("utf-8", "replace")
+    run.files = sorted(p.name for p in cdir.iterdir() if p.name not in (".stdout", ".stderr"))
+    run.tmp_files = sorted(p.name for p in tmpdir.iterdir())
+    if (cdir / "out").is_file():
+        run.output = (cdir / "out").read_bytes()
+    run.input_intact = (cdir / "in.mz").is_file() and (cdir / "in.mz").read_bytes() == case.blob
+    if keep is not None and run.failures():
+        dest = Path(keep) / _safe(f"{case.id}.{command}")
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(cdir, dest)
+    for p in tmpdir.iterdir():
+        (shutil.rmtree if p.is_dir() else os.unlink)(p)
+    shutil.rmtree(cdir, ignore_errors=True)
+    return run
+
+
+def ascii_id(case_id):
+    """``case_id`` in printable ASCII (a test id; non-ASCII and controls escaped)."""
+    return case_id.encode("ascii", "backslashreplace").decode().replace("\x00", "\\x00")
+
+
+def _safe(name):
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:150]
+
+
+def _subprocess_run(argv, cdir, tmpdir, timeout):
+    """The case as its own ``python -m mambazip`` process under RLIMIT_AS; its peak RSS
+    from ``os.wait4``."""
+    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(ROOT)}
+    with open(cdir / ".stdout", "wb") as out, open(cdir / ".stderr", "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mambazip", *argv],
+            cwd=cdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            preexec_fn=_limit,
+        )
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            os.wait4(proc.pid, 0)
+            return None
+        time.sleep(0.01)
+    proc.returncode = 0  # reaped here; keep Popen from waiting for it again
+    if not os.WIFEXITED(status):
+        return None
+    return {"code": os.WEXITSTATUS(status), "rss": usage.ru_maxrss * 1024, "as": None}
+
+
+# ------------------------------------------------------------------------- worker
+
+
+def _peak_rss_reset():
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _peak_rss():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def worker_main():
+    """Serve requests from stdin: run ``mambazip ARGV`` in ``cwd`` with fds 0, 1, 2 on the
+    case's files; reply {"code", "rss"} on the original stdout. Exits after a run whose
+    exception escaped the entry point (the parent then starts a fresh worker). A "warm"
+    request decompresses (-t) the golden files it names, so that loading or compiling the
+    kernels is not counted in the first case's time."""
+    requests = os.fdopen(os.dup(0), "r")
+    replies = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    log = os.dup(2)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    from mambazip import cli, entry  # noqa: F401  (the heavy imports, once)
+
+    def invoke(argv, out_fd, err_fd):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        gc.collect()  # what earlier cases left in reference cycles is not this one's memory
+        _peak_rss_reset()
+        escaped = False
+        try:
+            entry.run(argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:  # what the interpreter prints for an escaped exception
+            sys.stderr.write(traceback.format_exc())
+            code, escaped = 1, True
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            rss = _peak_rss()
+            os.dup2(devnull, 1)
+            os.dup2(log, 2)
+        return code, escaped, rss
+
+    for line in requests:
+        message = json.loads(line)
+        if "warm" in message:
+            code, _, _ = invoke(["decompress", "-t", "-q", *message["warm"]], devnull, log)
+            replies.write(json.dumps({"code": code}) + "\n")
+            replies.flush()
+            continue
+        os.chdir(message["cwd"])
+        with open(".stdout", "wb") as out, open(".stderr", "wb") as err:
+            code, escaped, rss = invoke(message["argv"], out.fileno(), err.fileno())
+        os.chdir("/")
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        replies.write(json.dumps({"code": code, "rss": rss, "as": limit}) + "\n")
+        replies.flush()
+        if escaped:
+            break
+
+
+# ------------------------------------------------------------------------- report
+
+
+def sample(all_cases, per_category, seed=15, fraction=0.0):
+    """A fixed subset: of each (format version, category), ``per_category`` cases or the
+    ``fraction`` of them if that is more, picked by a seeded generator, in their order."""
+    groups = {}
+    for c in all_cases:
+        groups.setdefault((c.id.split("/")[0], c.category), []).append(c)
+    rng = random.Random(seed)
+    picked = set()
+    for key in sorted(groups):
+        group = groups[key]
+        n = min(len(group), max(per_category, math.ceil(fraction * len(group))))
+        picked |= {c.id for c in rng.sample(group, n)}
+    return [c for c in all_cases if c.id in picked]
+
+
+def info_refusals(runs):
+    """Runs of info that failed on a file that decompress decoded (info reads the same
+    framing, so it must list every file that decompresses)."""
+    by = {(r.case.id, r.command): r for r in runs}
+    return [
+        r
+        for (i, cmd), r in by.items()
+        if cmd == "info"
+        and r.code not in (0, None)
+        and by.get((i, "decompress"))
+        and by[i, "decompress"].code == 0
+    ]
+
+
+def table(runs, worker_rss):
+    done = [r for r in runs if r.code is not None]
+    rows = {
+        "cases (files)": len({r.case.id for r in runs}),
+        "runs": len(runs),
+        "tracebacks": sum("traceback" in r.failures() for r in runs),
+        "wrong outputs": sum("wrong output" in r.failures() for r in runs),
+        "leftovers": sum(any(f.startswith("leftover") for f in r.failures()) for r in runs),
+        "info refuses what decodes": len(info_refusals(runs)),
+        "not one line": sum(any(f.startswith("not one line") for f in r.failures()) for r in runs),
+        "unfinished (crash/timeout)": len(runs) - len(done),
+        "runs above 1 GB RSS": sum(r.rss > MAX_RSS for r in runs),
+        "runs above 30 s": sum(r.seconds > MAX_SECONDS for r in runs),
+        "max RSS (MB)": f"{max((r.rss for r in runs), default=0) / 1e6:.0f}",
+        "max RSS of a worker (MB)": f"{worker_rss / 1e6:.0f}",
+        "max seconds": f"{max((r.seconds for r in runs), default=0):.2f}",
+        "exit 0 (decoded or listed)": sum(r.code == 0 for r in runs),
+        "failing runs": sum(bool(r.failures()) for r in runs),
+    }
+    width = max(map(len, rows))
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows.items())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--golden", default=str(GOLDEN), help="folder holding v*/NAME.mz")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=TIMEOUT)
+    parser.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="only N cases per (version, category), as the test picks them",
+    )
+    parser.add_argument(
+        "--fraction", type=float, default=0.0, help="with --sample: at least this share"
+    )
+    parser.add_argument("--only", action="append", metavar="ID", help="run only these case ids")
+    parser.add_argument("--grep", metavar="TEXT", help="run only the cases whose id contains TEXT")
+    parser.add_argument("--command", action="append", choices=sorted(COMMANDS))
+    parser.add_argument(
+        "--subprocess",
+        action="store_true",
+        help="each run in its own python -m mambazip process (slow)",
+    )
+    parser.add_argument("--keep", metavar="DIR", help="copy the files of failing runs here")
+    parser.add_argument("--list", action="store_true", help="print the case ids and exit")
+    parser.add_argument("--json", metavar="FILE", help="write every run's outcome here")
+    parser.add_argument("-v", "--verbose", action="store_true", help="a line per run")
+    args = parser.parse_args(argv)
+    if args.worker:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        worker_main()
+        return 0
+    todo = cases(args.golden)
+    if args.sample:
+        todo = sample(todo, args.sample, fraction=args.fraction)
+    if args.only:
+        todo = [c for c in todo if c.id in set(args.only)]
+    if args.grep:
+        todo = [c for c in todo if args.grep in c.id]
+    if args.list:
+        print("\n".join(c.id for c in todo))
+        return 0
+    commands = tuple(args.command or COMMANDS)
+    n = len(todo) * len(commands)
+    count = [0]
+    start = time.perf_counter()
+
+    def progress(run):
+        count[0] += 1
+        if args.verbose or run.failures():
+            print(("FAIL " if run.failures() else "ok   ") + run.summary(), flush=True)
+        elif count[0] % 200 == 0:
+            print(f"... {count[0]}/{n} runs, {time.perf_counter() - start:.0f} s", flush=True)
+
+    runs, worker_rss = run_cases(
+        todo, commands, args.jobs, args.timeout, args.subprocess, args.keep, progress
+    )
+    if args.json:
+        records = [
+            {
+                "id": r.case.id,
+                "command": r.command,
+                "code": r.code,
+                "seconds": r.seconds,
+                "rss": r.rss,
+                "stderr": r.stderr,
+                "failures": r.failures(),
+            }
+            for r in runs
+        ]
+        Path(args.json).write_text(json.dumps(records, indent=1))
+    print()
+    print(
+        f"golden folders: {', '.join(sorted({c.id.split('/')[0] for c in todo}))}; "
+        f"{time.perf_counter() - start:.0f} s with {args.jobs} jobs"
+    )
+    print(table(runs, worker_rss))
+    failing = [r for r in runs if r.failures()]
+    refused = info_refusals(runs)
+    for r in refused:
+        print("  info refuses a file that decompresses: " + r.summary())
+    if failing:
+        print("\nfailures:")
+        for r in failing:
+            print("  " + r.summary())
+    return 1 if failing or refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

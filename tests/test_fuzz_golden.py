@@ -1,0 +1,237 @@
+"""Fuzzing over every format version's golden files (issue 15, "Tests and acceptance").
+
+Each golden file tests/golden/v*/NAME.mz (a folder added for a new format version is picked up
+by itself) is cut into its regions and mutated region by region by scripts/fuzz_mz.py:
+truncation at and inside every region, header fields at extremes behind a valid header CRC,
+nesting 100,000 deep, unknown keys, versions, block sizes and word counts against the data
+present, bit flips, concatenations with a damaged second stream. Every mutated file goes
+through the real command line (``mambazip decompress -o out in.mz`` and ``mambazip info
+in.mz``) in a process whose address space is limited to 1 GiB, and must either
+
+- exit 0, and then (decompress) have written exactly the original, or
+- exit 1 with exactly one line on stderr starting "mambazip: " and no traceback,
+
+and in both cases leave no temporary file, no output after a failure, the input unchanged,
+peak RSS at most 1 GB and wall time at most 30 s.
+
+The full set (about 4,000 files, 8,000 runs) is ``python scripts/fuzz_mz.py``; this test runs
+a fixed, seeded sample of it: of each (format version, kind of mutation) SAMPLE_PER_CATEGORY
+files or SAMPLE_FRACTION of them, whichever is more, and every "big model" and "declared
+size" mutation of one golden file per version, the one with the longest original (these
+headers ask for the most memory and work; one of them runs for over a minute, so only one
+file per version has them here).
+"""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden"
+
+_spec = importlib.util.spec_from_file_location("fuzz_mz", ROOT / "scripts" / "fuzz_mz.py")
+fuzz = importlib.util.module_from_spec(_spec)
+sys.modules["fuzz_mz"] = fuzz  # dataclasses look their module up by name
+_spec.loader.exec_module(fuzz)
+
+SAMPLE_PER_CATEGORY = 6
+SAMPLE_FRACTION = 0.05
+FORCED = ("big_model", "declared")  # all of one golden file per version, none of the others
+# Also always in the sample for that file: the largest stored mtime a header may hold.
+FOCUS = (":v3_field:mtime=9223372036854775807",)
+SEED = 15
+# A run past 30 s fails anyway; past this it is killed, so a hang costs the suite 31 s.
+TIMEOUT = 31.0
+GOLDEN_FILES = sorted(GOLDEN.glob("v*/*.mz"))
+VERSION_FOLDERS = sorted(p.name for p in GOLDEN.glob("v*") if p.is_dir())
+ALL_CASES = fuzz.cases(GOLDEN)
+
+
+def _sample():
+    rest = [c for c in ALL_CASES if c.category not in FORCED]
+    picked = {c.id for c in fuzz.sample(rest, SAMPLE_PER_CATEGORY, SEED, SAMPLE_FRACTION)}
+    for folder in VERSION_FOLDERS:
+        # The file with the longest original: the most work for a header that asks for much.
+        files = sorted(
+            GOLDEN.glob(f"{folder}/*.mz"),
+            key=lambda p: (-p.with_suffix(".bin").stat().st_size, p.name),
+        )
+        first = f"{folder}/{files[0].name}:"
+        picked |= {
+            c.id
+            for c in ALL_CASES
+            if c.id.startswith(first) and (c.category in FORCED or any(f in c.id for f in FOCUS))
+        }
+    return [c for c in ALL_CASES if c.id in picked]
+
+
+SAMPLE = _sample()
+BY_ID = {c.id: c for c in SAMPLE}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every command on every sampled case, two at a time: {(case id, command): Run}."""
+    results, _ = fuzz.run_cases(SAMPLE, tuple(fuzz.COMMANDS), jobs=2, timeout=TIMEOUT)
+    return {(r.case.id, r.command): r for r in results}
+
+
+# ------------------------------------------------------------------------- the fuzz set
+
+
+def test_every_format_version_folder_has_golden_files_with_their_originals():
+    assert VERSION_FOLDERS, "no tests/golden/v*/ folder"
+    for folder in VERSION_FOLDERS:
+        files = sorted(GOLDEN.glob(f"{folder}/*.mz"))
+        assert files, f"{folder} holds no .mz file"
+        for mz in files:
+            assert mz.with_suffix(".bin").is_file(), f"{mz} has no original {mz.stem}.bin"
+
+
+@pytest.mark.parametrize("golden", GOLDEN_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_golden_file_is_mutated_in_every_region(golden):
+    name = f"{golden.parent.name}/{golden.name}:"
+    mine = [c for c in ALL_CASES if c.id.startswith(name)]
+    kinds = {c.category for c in mine}
+    assert {
+        "truncate",
+        "magic",
+        "version",
+        "header_len",
+        "header_crc",
+        "field",
+        "unknown_key",
+        "header_json",
+        "nesting",
+        "trailer",
+        "overwrite",
+        "concat",
+        "v3_field",
+    } <= kinds
+    streams = fuzz.parse(golden.read_bytes())
+    if "settings" in streams[0].header:  # not the short header of an empty stream
+        assert {"declared", "big_model"} <= kinds
+    if any(b for s in streams for b in s.blocks):
+        assert {"n_bytes", "n_words", "blocks", "flip"} <= kinds
+    # A truncation at and inside every region of every stream.
+    cuts = {int(c.id.split(":")[2].split()[1]) for c in mine if c.category == "truncate"}
+    for s in streams:
+        for region, start, end in s.regions:
+            assert {start, (start + end) // 2} <= cuts | {len(golden.read_bytes())}, region
+    # Every numeric field of the model, training and mixing settings at every extreme.
+    header = streams[0].header
+    for section in ("model", "train", "mix"):
+        for key, value in (header.get("settings", {}).get(section) or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                for extreme in (
+                    "0",
+                    "-1",
+                    "2147483648",
+                    "9223372036854775808",
+                    "1e+308",
+                    "true",
+                    '"str"',
+                    "[]",
+                    "{}",
+                    "null",
+                ):
+                    if json.dumps(value) == extreme:
+                        continue  # the field has this value already: no mutation
+                    case_id = f"{name}field:settings.{section}.{key}={extreme}"
+                    assert any(c.id == case_id for c in mine), case_id
+
+
+def test_the_sample_covers_every_version_and_every_kind_of_mutation():
+    assert {c.id.split("/")[0] for c in SAMPLE} == set(VERSION_FOLDERS)
+    for folder in VERSION_FOLDERS:
+        kinds = {c.category for c in ALL_CASES if c.id.startswith(folder + "/")}
+        assert {c.category for c in SAMPLE if c.id.startswith(folder + "/")} == kinds
+
+
+def test_mutations_are_fixed_by_the_seed():
+    assert [c.id for c in fuzz.cases(GOLDEN)] == [c.id for c in ALL_CASES]
+    again = fuzz.cases(GOLDEN)
+    assert [c.blob for c in again] == [c.blob for c in ALL_CASES]
+
+
+# ------------------------------------------------------------------------- the harness
+
+
+def test_unmutated_golden_files_decode_to_their_originals_through_the_harness():
+    # The harness sees success when there is one: every golden file decompresses, exit 0,
+    # to exactly its original; and a wrong expectation is reported as a wrong output.
+    originals = [
+        fuzz.Case(
+            f"{p.parent.name}/{p.name}:none:",
+            "none",
+            p.read_bytes(),
+            p.with_suffix(".bin").read_bytes(),
+        )
+        for p in GOLDEN_FILES
+    ]
+    wrong = fuzz.Case("wrong", "none", originals[0].blob, originals[0].expected + b"x")
+    results, _ = fuzz.run_cases([*originals, wrong], ("decompress",), jobs=2, timeout=120)
+    for run in results[:-1]:
+        assert run.code == 0 and run.output == run.case.expected, run.summary()
+        assert run.files == ["in.mz", "out"] and run.tmp_files == []
+        assert run.failures() == []
+    assert results[-1].code == 0
+    assert "wrong output" in results[-1].failures()
+
+
+def test_the_worker_matches_a_fresh_python_m_mambazip_process():
+    # Cases run inside a long-lived worker for speed; a few of each outcome, also run as
+    # their own `python -m mambazip` process, give the same exit code and stderr.
+    picks = []
+    for category in ("truncate", "field", "nesting", "declared", "concat"):
+        picks += [c for c in SAMPLE if c.category == category][:1]
+    worker, _ = fuzz.run_cases(picks, tuple(fuzz.COMMANDS), jobs=2, timeout=TIMEOUT)
+    alone, _ = fuzz.run_cases(
+        picks, tuple(fuzz.COMMANDS), jobs=2, timeout=TIMEOUT, use_subprocess=True
+    )
+    for a, b in zip(worker, alone, strict=True):
+        assert (a.code, a.stderr, a.stdout, a.files) == (b.code, b.stderr, b.stdout, b.files), (
+            a.summary(),
+            b.summary(),
+        )
+        assert a.rss > 20e6 and b.rss > 20e6  # Python with NumPy: the measure is real
+
+
+# ------------------------------------------------------------------------- the acceptance
+
+
+@pytest.mark.parametrize("command", sorted(fuzz.COMMANDS))
+@pytest.mark.parametrize("case_id", [c.id for c in SAMPLE], ids=fuzz.ascii_id)
+def test_a_mutated_file_fails_in_one_line_or_decodes_to_the_original(runs, case_id, command):
+    run = runs[case_id, command]
+    case = BY_ID[case_id]
+    assert run.code is not None, f"the run did not end: {run.note}"
+    assert run.address_space == fuzz.ADDRESS_SPACE  # it ran under RLIMIT_AS 1 GiB
+    assert "Traceback" not in run.stderr and "MemoryError" not in run.stderr, run.stderr
+    if run.code == 0:
+        if command == "decompress":
+            assert run.output == case.expected, "exit 0 with a wrong output"
+            assert run.files == ["in.mz", "out"]
+        else:
+            assert run.stdout.startswith(b"in.mz:\n") and run.files == ["in.mz"]
+    else:
+        assert run.code == 1
+        line = run.stderr.removesuffix("\n")
+        assert line.startswith("mambazip: ") and "\n" not in line, run.stderr
+        assert run.files == ["in.mz"], "output left behind"
+    assert run.tmp_files == [], "temporary files left behind"
+    assert run.input_intact, "the input was modified"
+    assert run.rss <= fuzz.MAX_RSS, f"peak RSS {run.rss / 1e6:.0f} MB"
+    assert run.seconds <= fuzz.MAX_SECONDS, f"{run.seconds:.1f} s"
+
+
+def test_info_lists_every_sampled_file_that_decompresses(runs):
+    # info reads the framing that decompress reads: a file that decompresses is listed.
+    decoded = [
+        case_id for (case_id, command), r in runs.items() if command == "decompress" and r.code == 0
+    ]
+    assert decoded, "no sampled file decompresses: nothing to compare"
+    assert [i for i in decoded if runs[i, "info"].code != 0] == []

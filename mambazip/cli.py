@@ -434,7 +434,7 @@ def score(files, preset, seed, model_path, resume_path, as_json, per_byte, html_
             if html_path is not None:
                 _write_html(html_path, path, b"".join(head), bits, trust, stats, force)
             _save(save_model, stats, force)
-        except (MambazipError, OSError) as exc:
+        except (MambazipError, OSError, MemoryError) as exc:
             _say(_describe(path, exc))
             failed = True
             continue
@@ -525,7 +525,7 @@ def convert(src, dst, force, memlimit, quiet, verbose):
         start.settings = start.settings_for(resume=False)
     try:
         checkpoint.write(dst, start, force)
-    except (MambazipError, OSError) as exc:
+    except (MambazipError, OSError, MemoryError) as exc:
         raise click.ClickException(_describe(dst, exc)) from None
     if verbose:
         moments = "with Adam moments" if start.moments is not None else "weights only"
@@ -549,7 +549,7 @@ def info(files, test, model_path, resume_path, memlimit, quiet):
         try:
             entry.check()
             failed |= not _info_one(path, test, start, resume, quiet, memlimit)
-        except (MambazipError, OSError) as exc:
+        except (MambazipError, OSError, MemoryError) as exc:
             _say(_describe(path, exc))
             failed = True
     sys.exit(1 if failed else 0)
@@ -766,6 +766,10 @@ def _kernels_cached(settings):
 
 
 def _describe(path, exc):
+    if isinstance(exc, MemoryError):
+        # The machine (or a ulimit) has less memory than --memlimit allowed.
+        detail = " ".join(str(exc).split()) or "an allocation failed"
+        return f"{path}: out of memory ({detail}); lower --memlimit to refuse such files early"
     if isinstance(exc, OSError):
         return f"{exc.filename or path}: {exc.strerror or exc}"
     return f"{path}: {exc}"
@@ -803,7 +807,7 @@ def _each(files, output, to_stdout, force, remove, quiet, verbose, run, name_out
         except _Skip as note:
             if not quiet:
                 _say(f"note: {note}")
-        except (MambazipError, OSError) as exc:
+        except (MambazipError, OSError, MemoryError) as exc:
             _say(_describe(path, exc))
             failed = True
     if failed:

@@ -44,6 +44,7 @@ MAX_HEADER_DEPTH = 16  # the settings nest 3 deep; deeper JSON is refused before
 MAX_BLOCK = 1 << 24
 DEFAULT_BLOCK = 1 << 16
 MAX_NAME = 4096  # bytes of UTF-8 in a stored file name
+MAX_MTIME = 253402300800  # 10000-01-01: every later second is a corrupt header, not a date
 STORED = 0xFFFFFFFF  # n_words of a block stored raw (version 3)
 _U32 = struct.Struct("<I")
 _PREFIX = struct.Struct("<8sHI")
@@ -155,9 +156,9 @@ def _parse(raw, version):
     name = extras["name"]
     if name is not None and not valid_name(name):
         raise FormatError("corrupt header: stored file name")
-    for key in ("mtime", "size"):
+    for key, bound in (("mtime", MAX_MTIME), ("size", 1 << 63)):
         value = extras[key]
-        if value is not None and not (_is_int(value) and 0 <= value < 1 << 63):
+        if value is not None and not (_is_int(value) and 0 <= value < bound):
             raise FormatError(f"corrupt header: {key} {value!r}")
     return {"settings": settings, "block_size": block_size, "model_sha256": sha,
             "model_resume": resume, **extras}  # fmt: skip

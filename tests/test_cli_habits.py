@@ -359,3 +359,16 @@ def test_an_empty_file_round_trips_with_its_name_and_mtime(run_cli, tmp_path):
     result = run_cli("decompress", tmp_path / "empty.mz")
     assert result.exit_code == 0, result.stderr
     assert empty.read_bytes() == b"" and empty.stat().st_mtime == 1_500_000_000
+
+
+def test_running_out_of_memory_is_one_line_and_leaves_nothing(run_cli, sample_file, monkeypatch):
+    """A machine (or a ulimit) with less memory than --memlimit allows: one line, exit 1."""
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 419. MiB for an array with shape (110000000,)")
+
+    monkeypatch.setattr(mambazip.codec, "Predictor", no_memory)
+    before = sorted(p.name for p in sample_file.parent.iterdir())
+    line = run_cli("compress", *TINY_FLAGS, sample_file).error_line(1)
+    assert "out of memory" in line and "419. MiB" in line
+    assert sorted(p.name for p in sample_file.parent.iterdir()) == before

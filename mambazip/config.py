@@ -33,9 +33,11 @@ _DIM_LIMITS = {
     "d_conv": 16,
     "dt_rank": 1024,
 }
-# 16M parameters: with gradients and two Adam moments 256 MB, and far beyond what codes at a
-# usable speed. A hostile header cannot make us reserve more.
-MAX_PARAMETERS = 1 << 24
+# 4M parameters: twice the largest preset (max, 2M), with gradients and two Adam moments
+# 64 MB. The bound is on work as much as on memory: a 15M-parameter header (d_model 2 x 32
+# layers, d_inner 16384) made the decoder spend over a minute on a 1 KB file (the fuzz of
+# scripts/fuzz_mz.py), and a hostile header must not buy that much time per byte.
+MAX_PARAMETERS = 1 << 22
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ what would exceed it, before it is allocated, with one line that names the figur
 and ``--memlimit``. How the default was chosen: the largest preset (``max``, d_model 128 x 16
 layers) has about 2 M parameters, 8 MB of float32, and with gradients, Adam moments and a
 TBPTT segment of 16 bytes it needs well under 100 MB; the largest model a header may declare
-(``config.MAX_PARAMETERS``, 16 M parameters) needs 256 MB for weights, gradients and moments;
-the context-mixing tables planned for the mixing predictor need up to about 512 MB. That sums
+(``config.MAX_PARAMETERS``, 4 M parameters) needs 64 MB for weights, gradients and moments;
+the context-mixing tables of the max preset take 703 MB. That sums
 to under 1 GiB; 2 GiB leaves a margin of two for activations, replay buffers and the copy a
 loader holds while it converts a model, and stays below the memory of any machine we expect
 to run on. xz's ``--memlimit`` is the model of the option.

@@ -203,18 +203,31 @@ def test_version_1_or_2_file_with_version_3_fields_is_corrupt():
         decompress(with_header(blob, {**header_of(blob), "name": "x"}))
 
 
-def test_a_header_that_needs_more_memory_than_the_limit_is_refused_before_allocating():
-    """The fuzzer's 4,100-byte file: d_model 2 x 32 layers, d_inner 16384, d_conv 16,
-    bptt 1024 (15 M parameters, within the parameter bound)."""
-    blob = compress(b"x" * 100, tiny(), **EXTRAS)
+def hostile_model_header(blob, n_layer):
+    """blob's header asking for d_model 2 x n_layer, d_inner 16384, d_conv 16, bptt 1024."""
     header = header_of(blob)
     # Version 3 stores what differs from container.V3_BASE: these fields override it.
     header["settings"].setdefault("model", {}).update(
-        d_model=2, n_layer=32, d_inner=16384, d_conv=16, d_state=1, dt_rank=1
+        d_model=2, n_layer=n_layer, d_inner=16384, d_conv=16, d_state=1, dt_rank=1
     )
     header["settings"].setdefault("train", {})["bptt"] = 1024
+    return with_header(blob, header)
+
+
+def test_the_fuzzers_15m_parameter_header_is_refused_by_the_parameter_bound():
+    """The fuzzer's 4,100-byte file: d_model 2 x 32 layers (15 M parameters), which made the
+    decoder allocate gigabytes or work for minutes."""
+    blob = compress(b"x" * 100, tiny(), **EXTRAS)
+    with pytest.raises(FormatError, match="parameters"):
+        decompress(hostile_model_header(blob, 32))
+
+
+def test_a_header_that_needs_more_memory_than_the_limit_is_refused_before_allocating():
+    """8 layers: 3.8 M parameters, within the bound, but its TBPTT buffers of 1024 bytes and
+    the mixing tables need about 1 GiB."""
+    blob = compress(b"x" * 100, tiny(), **EXTRAS)
     with pytest.raises(MemoryLimitError, match="--memlimit"):
-        decompress(with_header(blob, header))
+        decompress(hostile_model_header(blob, 8), memlimit=512 << 20)
 
 
 def test_memlimit_below_what_the_settings_need_is_refused_on_both_sides():

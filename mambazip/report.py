@@ -93,7 +93,7 @@ def render(data, bits, trust=None, part_names=(), title="mambazip score"):
 
 def _parts_table(trust, names):
     shares = trust.mean(axis=0)
-    rows = ['<table id="parts"><tr><th>part</th><th>mean share of the mixer\'s trust</th></tr>']
+    rows = ['<table id="parts"><tr><th>part</th><th>mean share of the combiner\'s trust</th></tr>']
     for name, share in zip(names, shares, strict=True):
         width = int(200 * share)
         rows.append(

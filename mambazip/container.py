@@ -265,7 +265,7 @@ def write_end(f, length, crc):
     f.write(_TRAILER.pack(length, crc))
 
 
-def read_blocks(f, block_size, version=VERSION):
+def read_blocks(f, block_size, version):
     """Yield (n_bytes, payload) per block: payload the uint32 range-coder words, or for a
     stored block (version 3) the raw bytes; at the end yield ("end", (length, crc))."""
     while True:

@@ -99,7 +99,11 @@ def test_input_spanning_several_blocks_roundtrips(tiny_settings, sample, length,
 
     stream = io.BytesIO(blob)
     header = container.read_header(stream)
-    sizes = [n for n, _ in container.read_blocks(stream, header["block_size"]) if n != "end"]
+    sizes = [
+        n
+        for n, _ in container.read_blocks(stream, header["block_size"], header["version"])
+        if n != "end"
+    ]
     assert header["block_size"] == block_size
     assert sizes == block_sizes
 

@@ -71,7 +71,9 @@ class Checkpoint:
             self.sha256 = hashlib.sha256(self.to_bytes()).hexdigest()
         return self.sha256
 
-    def to_bytes(self):
+    def to_bytes(self, extra_tensors=None, extra_metadata=None):
+        """The file's bytes; ``extra_tensors`` and ``extra_metadata`` (str -> str) are written
+        beside ours (the trainer keeps its resume state there) and ignored by ``load``."""
         if self.settings is None:
             raise CheckpointError("a checkpoint needs settings to be written")
         tensors = self.params.to_hf()
@@ -85,8 +87,9 @@ class Checkpoint:
             _KEY_VERSION: str(FORMAT_VERSION),
             _KEY_SETTINGS: _json(self.settings.to_dict()),
             _KEY_TRAINER: _json(trainer),
+            **(extra_metadata or {}),
         }
-        return safetensors_bytes(tensors, metadata)
+        return safetensors_bytes({**tensors, **(extra_tensors or {})}, metadata)
 
     def learner(self, settings, resume, replay_chunk=None):
         """A fresh ``OnlineLearner`` (zero recurrent state, primed) from these weights; with

@@ -1,0 +1,202 @@
+"""``mambazip train``: pretrain a preset's Mamba on files and folders (see ``trainer``)."""
+
+import dataclasses
+import os
+import re
+import time
+
+import click
+
+from . import entry, limits, trainer
+from .cli import (
+    EXIT_HELP,
+    KB,
+    _compile_note,
+    _describe,
+    _memlimit_option,
+    _progress,
+    _say,
+    _size,
+    preset_names,
+)
+from .config import OPTIMIZERS, resolve_settings
+from .errors import ConfigError, MambazipError
+from .files import atomic_output, same_file
+
+RESUME_SUFFIX = ".resume"
+_SECONDS = re.compile(r"(\d+(?:\.\d*)?)\s*(s|min|h)")
+_SECOND_UNITS = {"s": 1, "min": 60, "h": 3600}
+
+
+def _every(ctx, param, value):
+    """(bytes, seconds), one of them None: ``600s``, ``10min``, ``1h``, or a size."""
+    match = _SECONDS.fullmatch(value.strip())
+    if match:
+        seconds = float(match.group(1)) * _SECOND_UNITS[match.group(2)]
+        if seconds <= 0:
+            raise click.BadParameter(f"{value!r}: must be more than 0 seconds")
+        return None, seconds
+    try:
+        return limits.parse_size(value), None
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is neither a time (600s, 10min, 1h) nor a size (64MiB, 1G)"
+        ) from None
+
+
+def _fraction(ctx, param, value):
+    if not 0.0 <= value < 1.0:
+        raise click.BadParameter(f"{value} is not in [0, 1)")
+    return value
+
+
+@click.command(epilog=EXIT_HELP)
+@click.argument("inputs", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--preset",
+    default="default",
+    show_default=True,
+    help=f"The preset whose Mamba to train ({', '.join(preset_names())}).",
+)
+@click.option(
+    "--save-model",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Write the trained model (weights, Adam moments, step) to this checkpoint.",
+)
+@click.option(
+    "--epochs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Passes over the training documents (with --resume: in all).",
+)
+@click.option(
+    "--resume",
+    "resume_path",
+    type=click.Path(dir_okay=False),
+    help="Continue the run saved in this trainer checkpoint (same inputs, preset "
+    "and options); the result is the uninterrupted run's, bit for bit.",
+)
+@click.option(
+    "--holdout",
+    type=float,
+    default=0.0,
+    show_default=True,
+    callback=_fraction,
+    help="Hold out this fraction of the documents (by a hash of their relative "
+    "path) and report their bits/byte after each epoch; a heldout.txt in a "
+    "folder given lists more.",
+)
+@click.option(
+    "--between",
+    type=click.Choice(trainer.BETWEEN),
+    help="Between documents: a separator byte 0 with the state running on, or a "
+    f"reset to the zero state [default: {trainer.DEFAULT_BETWEEN}].",
+)
+@click.option(
+    "--checkpoint",
+    "checkpoint_path",
+    type=click.Path(dir_okay=False),
+    help=f"The trainer checkpoint to keep for --resume [default: OUT{RESUME_SUFFIX}].",
+)
+@click.option(
+    "--checkpoint-every",
+    "every",
+    default="10min",
+    show_default=True,
+    callback=_every,
+    help="Write the trainer checkpoint this often: a time (600s, 10min, 1h) or a "
+    "number of bytes learned (64MiB); and after every epoch.",
+)
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), help="Optimizer.")
+@click.option("--lr", type=float, help="Learning rate.")
+@click.option("--clip", type=float, help="Element-wise gradient clip (0: none).")
+@click.option("--bptt", type=int, help="Truncated BPTT: one update per this many bytes.")
+@click.option("--warmup", type=int, help="Learning-rate warm-up, in bytes.")
+@click.option("--decay", type=int, help="Decay lr by sqrt(decay / t) after t > decay bytes.")
+@click.option("--seed", type=int, help="Seed of the initial weights.")
+@_memlimit_option
+@click.option(
+    "-f", "--force", is_flag=True, help="Overwrite OUT and the trainer checkpoint if they exist."
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress, no per-epoch lines.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Progress also when stderr is not a terminal (a line every few seconds).",
+)
+def train(inputs, preset, out, epochs, resume_path, holdout, between, checkpoint_path, every,
+          memlimit, force, quiet, verbose, seed, **opts):  # fmt: skip
+    """Train the Mamba of a preset on INPUTS (files, and folders read recursively in sorted
+    order), one document after another, with the kernels and online training of compress;
+    save it for compress --model OUT. The context models are not trained (they start empty
+    in every file). A trainer checkpoint is written as it goes, for --resume."""
+    try:
+        settings = resolve_settings(preset, train=opts, seed=seed)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    checkpoint_path = checkpoint_path or out + RESUME_SUFFIX
+    _check_outputs(inputs, out, checkpoint_path, resume_path, force)
+    try:
+        corpus = trainer.find_documents(inputs, holdout)
+        _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path, every,
+               memlimit, force, quiet, verbose)  # fmt: skip
+    except (MambazipError, OSError, MemoryError) as exc:
+        message = str(exc) if isinstance(exc, MambazipError) else _describe(out, exc)
+        raise click.ClickException(message) from None
+
+
+def _check_outputs(inputs, out, checkpoint_path, resume_path, force):
+    """Refuse before the work: existing outputs without -f (the trainer checkpoint being
+    resumed from is expected to exist), and outputs that are inputs or each other."""
+    if out == checkpoint_path or same_file(out, checkpoint_path):
+        raise click.UsageError("--save-model and --checkpoint name the same file")
+    for path in (out, checkpoint_path):
+        for given in inputs:
+            if same_file(given, path) or os.path.abspath(given) == os.path.abspath(path):
+                raise click.ClickException(f"{path}: names an input; nothing written")
+    resumed = resume_path is not None and (
+        resume_path == checkpoint_path or same_file(resume_path, checkpoint_path)
+    )
+    for path in (out, checkpoint_path):
+        if os.path.lexists(path) and not force and not (path == checkpoint_path and resumed):
+            raise click.ClickException(f"{path} already exists; use -f to overwrite")
+
+
+def _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path, every,
+           memlimit, force, quiet, verbose):  # fmt: skip
+    if resume_path is not None:
+        run = trainer.Training.resume(resume_path, corpus, settings, between, memlimit)
+    else:
+        run = trainer.Training(corpus, settings, between or trainer.DEFAULT_BETWEEN)
+    _compile_note(dataclasses.replace(settings, mix=None), quiet)
+    if not quiet:
+        held = sum(doc.size for doc in corpus.heldout)
+        _say(f"{len(corpus.train)} training documents ({_size(run.train_bytes)} an epoch), "
+             f"{len(corpus.heldout)} held out ({_size(held)}); between documents: "
+             f"{run.between}")  # fmt: skip
+    every_bytes, every_seconds = every
+    checkpointer = trainer.Checkpointer(checkpoint_path, every_bytes, every_seconds)
+    start, learned = time.monotonic(), 0
+    while run.position.epoch < epochs:
+        epoch = run.position.epoch
+        left = run.train_bytes - trainer.epoch_bytes_done(run)
+        name = f"epoch {epoch + 1}/{epochs}"
+        with _progress(left, name, quiet, verbose) as progress:
+            # The held-out pass reports nothing to the bar but must still see signals.
+            result = run.epoch(progress, checkpointer, entry.check)
+        learned += left
+        if not quiet:
+            line = f"{name}: {progress.bits / max(left, 1):.4f} bits/byte learned"
+            if result is not None:
+                line += f", held-out {result:.4f} bits/byte"
+            _say(line)
+    with atomic_output(out, force) as f:
+        f.write(run.model().to_bytes())
+    if not quiet:
+        seconds = time.monotonic() - start
+        _say(f"{out}: saved; {_size(learned)} learned in {seconds:.0f} s "
+             f"({learned / KB / max(seconds, 1e-9):.2f} KB/s)")  # fmt: skip

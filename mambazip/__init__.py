@@ -45,8 +45,18 @@ def __dir__():
 
 
 def compress(data, settings=None, *, preset="default"):
-    """Compress ``data`` (bytes) with ``settings`` (a Settings), or with a preset by name."""
-    from .codec import compress as _compress
-    from .config import resolve_settings
+    """Compress ``data`` (bytes) with ``settings`` (a Settings, from the seeded init), or
+    with a preset by name (from the preset's prior, if it has one)."""
+    import io
 
-    return _compress(bytes(data), settings or resolve_settings(preset))
+    from .codec import compress as _compress
+    from .codec import compress_stream
+    from .config import resolve_settings
+    from .priors import for_settings
+
+    if settings is not None:
+        return _compress(bytes(data), settings)
+    settings = resolve_settings(preset)
+    out = io.BytesIO()
+    compress_stream(io.BytesIO(bytes(data)), out, settings, model=for_settings(preset, settings))
+    return out.getvalue()

@@ -71,9 +71,11 @@ class Checkpoint:
             self.sha256 = hashlib.sha256(self.to_bytes()).hexdigest()
         return self.sha256
 
-    def to_bytes(self, extra_tensors=None, extra_metadata=None):
+    def to_bytes(self, extra_tensors=None, extra_metadata=None, dtype="F32"):
         """The file's bytes; ``extra_tensors`` and ``extra_metadata`` (str -> str) are written
-        beside ours (the trainer keeps its resume state there) and ignored by ``load``."""
+        beside ours (the trainer keeps its resume state there) and ignored by ``load``.
+        ``dtype`` "F16" stores the weights rounded to half precision (a prior shipped at
+        half the size; loading widens them to float32 exactly)."""
         if self.settings is None:
             raise CheckpointError("a checkpoint needs settings to be written")
         tensors = self.params.to_hf()
@@ -89,7 +91,7 @@ class Checkpoint:
             _KEY_TRAINER: _json(trainer),
             **(extra_metadata or {}),
         }
-        return safetensors_bytes({**tensors, **(extra_tensors or {})}, metadata)
+        return safetensors_bytes({**tensors, **(extra_tensors or {})}, metadata, dtype)
 
     def learner(self, settings, resume, replay_chunk=None):
         """A fresh ``OnlineLearner`` (zero recurrent state, primed) from these weights; with
@@ -128,22 +130,30 @@ def _json(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def safetensors_bytes(tensors, metadata):
-    """A safetensors file of float32 ``tensors``, in sorted name order, and the str->str
-    ``metadata``: the same inputs always give the same bytes."""
+_DTYPES = {"F32": "<f4", "F16": "<f2"}
+
+
+def safetensors_bytes(tensors, metadata, dtype="F32"):
+    """A safetensors file of ``tensors`` stored as ``dtype`` (F32, or F16 rounded to
+    nearest even), in sorted name order, and the str->str ``metadata``: the same inputs
+    always give the same bytes."""
     header = {"__metadata__": dict(sorted(metadata.items()))}
+    numpy_dtype = np.dtype(_DTYPES[dtype])
     offset = 0
     for name in sorted(tensors):
-        size = tensors[name].size * 4
+        size = tensors[name].size * numpy_dtype.itemsize
         header[name] = {
-            "dtype": "F32",
+            "dtype": dtype,
             "shape": list(tensors[name].shape),
             "data_offsets": [offset, offset + size],
         }
         offset += size
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # the format pads the header to 8 bytes with spaces
-    body = [np.ascontiguousarray(tensors[name], dtype="<f4").tobytes() for name in sorted(tensors)]
+    body = [
+        np.ascontiguousarray(np.asarray(tensors[name], dtype="<f4"), dtype=numpy_dtype).tobytes()
+        for name in sorted(tensors)
+    ]
     return b"".join([struct.pack("<Q", len(raw)), raw, *body])
 
 

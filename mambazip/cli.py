@@ -19,7 +19,7 @@ import click
 import numpy as np
 from tqdm import tqdm
 
-from . import checkpoint, codec, container, entry, limits, report
+from . import checkpoint, codec, container, entry, frames, limits, priors, report, workers
 from .config import MIX_MODES, OPTIMIZERS, SCOPES, preset_names, resolve_settings
 from .errors import ConfigError, MambazipError
 from .files import atomic_output, same_file
@@ -77,6 +77,63 @@ _memlimit_option = click.option(
 )  # fmt: skip
 
 
+def _frame_size(ctx, param, value):
+    if value is None:
+        return None
+    if value.strip() == "0":
+        return 0
+    try:
+        size = limits.parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).replace("a memory limit", "a frame")) from None
+    if size > container.MAX_FRAME:
+        raise click.BadParameter(f"at most {container.MAX_FRAME >> 30} GiB")
+    return size
+
+
+def _byte_range(ctx, param, value):
+    if value is None:
+        return None
+    first, sep, last = value.partition(":")
+    try:
+        start = int(first) if first else 0
+        end = int(last) if last else None
+    except ValueError:
+        start = end = -1
+    if not sep or start < 0 or (end is not None and end < start):
+        raise click.BadParameter(
+            f"{value!r} is not START:END (offsets in the original, END excluded; either may "
+            f"be left out: 100:, :4096)"
+        )
+    return start, end
+
+
+def _stack(*options):
+    """One decorator for several click options, shown in the order given."""
+
+    def decorate(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+_jobs_options = _stack(
+    click.option("-T", "--jobs", type=click.IntRange(min=0),
+                 help=f"Code this many frames at once, in worker processes (0: one per "
+                      f"core, here {workers.default_jobs()}; 1: in this process). The "
+                      f"output is the same for any number [default: 0]."),
+    click.option("--scheduler", metavar="ADDRESS",
+                 help="Code the frames on the Dask cluster of this scheduler (e.g. "
+                      "tcp://10.0.0.5:8786); its workers need mambazip installed."),
+)  # fmt: skip
+
+
+def _jobs(jobs):
+    return jobs or workers.default_jobs()
+
+
 def _suffix(ctx, param, value):
     if not value or "/" in value or value in (".", ".."):
         raise click.BadParameter(f"{value!r} is not a file name suffix")
@@ -121,19 +178,15 @@ def cli():
 MODEL_KEYS = ("d_model", "n_layer", "d_inner", "d_state", "d_conv", "dt_rank")
 
 
-def _start_options(f):
-    options = [
-        click.option("--model", "model_path", type=click.Path(),
-                     help="Start from this model's weights with fresh optimizer state: a "
-                          "checkpoint of ours, a Hugging Face or mamba_ssm folder or "
-                          ".safetensors file."),
-        click.option("--resume", "resume_path", type=click.Path(),
-                     help="Start from this checkpoint's weights, Adam moments and step (and "
-                          "the training settings saved with it)."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        f = option(f)
-    return f
+_start_options = _stack(
+    click.option("--model", "model_path", type=click.Path(),
+                 help="Start from this model's weights with fresh optimizer state: a "
+                      "checkpoint of ours, a Hugging Face or mamba_ssm folder or "
+                      ".safetensors file."),
+    click.option("--resume", "resume_path", type=click.Path(),
+                 help="Start from this checkpoint's weights, Adam moments and step (and "
+                      "the training settings saved with it)."),
+)  # fmt: skip
 
 
 def _train_options(f):
@@ -154,6 +207,11 @@ def _train_options(f):
         click.option("--decay", type=int,
                      help="Decay lr by sqrt(decay / t) after t > decay bytes."),
         click.option("--seed", type=int, help="Seed of the initial weights."),
+        click.option("--prior", type=click.Choice(("preset", "none")), default="preset",
+                     show_default=True,
+                     help="Start the Mamba from the preset's pretrained prior (models/priors/, "
+                          "when the preset has one and its shape is kept), or from the "
+                          "seeded random init; --model and --resume override it."),
         click.option("--d-model", type=int, help="Residual width."),
         click.option("--n-layer", type=int, help="Number of Mamba blocks."),
         click.option("--d-inner", type=int, help="Mixer width (default 2 d_model)."),
@@ -192,6 +250,18 @@ def _load_start(model_path, resume_path, quiet, memlimit=None):
         for notice in notices:
             _say(f"note: {notice}")
     return start, bool(resume_path)
+
+
+def _start_and_settings(preset, seed, prior, opts, start, resume, memlimit):
+    """The starting model and the settings: ``_settings``, then the preset's prior as the
+    start when none was given (``--prior preset``)."""
+    settings = _settings(preset, seed, opts, start, resume)
+    if start is None and prior == "preset":
+        try:
+            start = priors.for_settings(preset, settings, memlimit)
+        except MambazipError as exc:
+            raise click.ClickException(str(exc)) from None
+    return start, settings
 
 
 def _settings(preset, seed, opts, start, resume):
@@ -262,19 +332,36 @@ def _check_mamba(save_model, settings):
     "Do not store the input's name and mtime in the header.",
 )
 @_train_options
+@click.option(
+    "--frame-size",
+    metavar="SIZE",
+    callback=_frame_size,
+    help=f"Cut the input into frames of SIZE bytes (or 1MiB, 4M: powers of 1024), "
+    f"each coded from the same start by a fresh model, so that frames code "
+    f"on every core and a slice decodes alone (decompress --range); 0: one "
+    f"frame [default: {frames.DEFAULT_FRAME >> 20}MiB; with --save-model, 0].",
+)
+@_jobs_options
 @_save_option
 @_replay_option
 @_memlimit_option
 def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, quiet, verbose,
-             preset, seed, model_path, resume_path, save_model, replay_chunk, memlimit,
-             **opts):  # fmt: skip
+             preset, seed, prior, model_path, resume_path, save_model, replay_chunk, memlimit,
+             frame_size, jobs, scheduler, **opts):  # fmt: skip
     """Compress FILES (- or none: stdin) to FILE.mz. The input's name and modification time
     are stored (see -n). Inputs that already end in .mz are skipped with a note unless -f
     or -o names the output."""
     start, resume = _load_start(model_path, resume_path, quiet, memlimit)
-    settings = _settings(preset, seed, opts, start, resume)
+    start, settings = _start_and_settings(preset, seed, prior, opts, start, resume, memlimit)
     _check_save(save_model, files, force, output=output)
     _check_mamba(save_model, settings)
+    if save_model is not None and frame_size:
+        raise click.UsageError(
+            "--save-model saves the model the input ends in, and each frame ends in its own: "
+            "give --frame-size 0 (the default with --save-model)"
+        )
+    if frame_size is None:
+        frame_size = 0 if save_model is not None else frames.DEFAULT_FRAME
 
     def run(src, dst, job):
         _compile_note(settings, quiet)
@@ -285,7 +372,8 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
             stats = codec.compress_stream(src, dst, settings, progress=progress, model=start,
                                           resume=resume, replay_chunk=replay_chunk, name=name,
                                           mtime=mtime, size=job.size, memlimit=memlimit,
-                                          stored_blocks=True)  # fmt: skip
+                                          stored_blocks=True, frame_size=frame_size,
+                                          jobs=_jobs(jobs), scheduler=scheduler)  # fmt: skip
         return _save(save_model, stats, force)
 
     def after(job, stats, target):
@@ -317,19 +405,39 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
               help="Name the output by the name stored in the file (its last part only, "
                    "in the input's directory), not the input's name minus the suffix.")  # fmt: skip
 @click.option("-t", "--test", is_flag=True, help="Check the files; write nothing.")
+@click.option(
+    "--range",
+    "byte_range",
+    metavar="START:END",
+    callback=_byte_range,
+    help="Write only bytes START to END-1 of the original (to stdout unless -o "
+    "names a file). A framed file decodes only the frames that hold them.",
+)
+@_jobs_options
 @_start_options
 @_save_option
 @_replay_option
 @_memlimit_option
 def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, quiet, verbose,
-               restore_name, test, model_path, resume_path, save_model, replay_chunk,
-               memlimit):  # fmt: skip
+               restore_name, test, byte_range, jobs, scheduler, model_path, resume_path,
+               save_model, replay_chunk, memlimit):  # fmt: skip
     """Decompress FILES.mz (- or none: stdin) and verify their checksums; the output gets
     the modification time stored in the file (see -n). Concatenated .mz files decode as one
     output. A file compressed from a starting model needs the same model, given with the
     same option."""
     start, resume = _load_start(model_path, resume_path, quiet, memlimit)
     _check_save(save_model, files, force, output=output)
+    if byte_range is not None:
+        if remove:
+            raise click.UsageError("--range writes part of the original: --rm would then "
+                                   "delete the rest")  # fmt: skip
+        if len(files) > 1:
+            raise click.UsageError("--range takes one input file")
+        if save_model is not None:
+            raise click.UsageError("--range and --save-model exclude each other")
+        to_stdout = to_stdout or output is None
+    # The model a file ends in is that of its one frame, decoded in this process.
+    jobs = 1 if save_model is not None else _jobs(jobs)
 
     def run(src, dst, job):
         with _progress(None, job.name, quiet, verbose) as progress:
@@ -339,12 +447,28 @@ def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, q
                     _compile_note(header["settings"], quiet)
                 progress.set_total(header["size"])
 
-            stats = codec.decompress_stream(src, dst, progress=progress, model=start,
-                                            resume=resume, replay_chunk=replay_chunk,
-                                            memlimit=memlimit, on_header=on_header)  # fmt: skip
+            if byte_range is not None:
+                if not _seekable(src):
+                    raise MambazipError("--range needs a file it can seek in, not a pipe")
+                stats = codec.decompress_range(src, dst, *byte_range, progress=progress,
+                                               model=start, resume=resume,
+                                               replay_chunk=replay_chunk, memlimit=memlimit,
+                                               jobs=jobs, scheduler=scheduler)  # fmt: skip
+            else:
+                stats = codec.decompress_stream(src, dst, progress=progress, model=start,
+                                                resume=resume, replay_chunk=replay_chunk,
+                                                memlimit=memlimit, on_header=on_header,
+                                                jobs=jobs, scheduler=scheduler)  # fmt: skip
+        if save_model is not None and stats.frames > 1:
+            raise MambazipError(
+                f"--save-model: this file has {stats.frames} frames, each ending in its own "
+                f"model (compress with --frame-size 0 to save one); nothing written"
+            )
         return _save(save_model, stats, force)
 
     def after(job, stats, target):
+        if byte_range is not None:
+            return  # a part of the original is not the file the stored mtime belongs to
         if not no_name and stats.mtime is not None and target not in (None, "-"):
             with contextlib.suppress(OSError, OverflowError, ValueError):
                 if os.path.isfile(target):
@@ -362,6 +486,13 @@ def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, q
     else:
         _each(files, output, to_stdout, force, remove, quiet, verbose, run, name_output,
               binary_in=True, after=after, rename=rename)  # fmt: skip
+
+
+def _seekable(f):
+    try:
+        return f.seekable()
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _storable_name(name):
@@ -407,14 +538,14 @@ def _stored_name_output(name_output, quiet):
 @_memlimit_option
 @click.option("-f", "--force", is_flag=True, help="Overwrite existing outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no notes.")
-def score(files, preset, seed, model_path, resume_path, as_json, per_byte, html_path, save_model,
-          memlimit, force, quiet, **opts):  # fmt: skip
+def score(files, preset, seed, prior, model_path, resume_path, as_json, per_byte, html_path,
+          save_model, memlimit, force, quiet, **opts):  # fmt: skip
     """Run the online loop of compress over FILES and report how well the model predicts
     them, writing no compressed file. bits_per_byte is the ideal code length, the sum of
     -log2 p over every byte (the first predicted after the priming byte 0); coded_bytes is
     what compress would write, header included. --optimizer none: inference only."""
     start, resume = _load_start(model_path, resume_path, quiet, memlimit)
-    settings = _settings(preset, seed, opts, start, resume)
+    start, settings = _start_and_settings(preset, seed, prior, opts, start, resume, memlimit)
     _check_save(save_model, files, force)
     _check_mamba(save_model, settings)
     _check_save(per_byte, files, force, "--per-byte")
@@ -565,8 +696,10 @@ def _info_one(path, test, start, resume, quiet, memlimit):
         else:
             f = stack.enter_context(open(path, "rb"))
         header = container.read_header(f)
-        length, crc, streams = _scan_to_end(f, header)
+        length, crc, streams, index = _scan_to_end(f, header)
         _print_header(name, header, length, crc, f.tell(), streams)
+        if index is not None:
+            _print_frames(header, index)
         if not test:
             return True
         f.seek(0)
@@ -615,6 +748,17 @@ def _print_header(name, header, length, crc, size, streams):
         click.echo(f"  starting model   sha256 {header['model_sha256']} ({flag})")
 
 
+def _print_frames(header, index):
+    size = header["frame_size"]
+    click.echo(f"  frames           {len(index.frames)} of "
+               f"{f'{size} bytes' if size else 'any size'} (seek index at the end)")  # fmt: skip
+    for number, fr in enumerate(index.frames, 1):
+        bpb = 8.0 * fr.packed_size / fr.size
+        click.echo(f"    frame {number:<6} original {fr.offset}-{fr.offset + fr.size - 1}, "
+                   f"at {fr.packed_offset}, {fr.packed_size} bytes, {bpb:.4f} bits/byte, "
+                   f"crc32 {fr.crc:08x}")  # fmt: skip
+
+
 @contextlib.contextmanager
 def _rewindable(stream):
     """A seekable copy of a pipe (in memory up to 16 MB, then in a temporary file)."""
@@ -633,20 +777,26 @@ def _fields(d):
 
 
 def _scan_to_end(f, header):
-    """(total original length, CRC32 of the first stream, number of streams) of the
-    seekable ``f`` positioned after its first header; leaves ``f`` at its end."""
-    total, first_crc, streams = 0, None, 0
+    """(total original length, CRC32 of the first stream, number of streams, the first
+    stream's seek index or None) of the seekable ``f`` positioned after its first header;
+    leaves ``f`` at its end."""
+    total, first_crc, streams, first_index = 0, None, 0, None
     while True:
-        blocks = container.read_blocks(f, header["block_size"], header["version"])
-        for n_bytes, payload in blocks:
-            if n_bytes == "end":
-                length, crc = payload
+        if header["version"] >= 4:
+            index = container.scan_frames(f, header)
+            length, crc = index.length, index.crc
+            first_index = index if not streams else first_index
+        else:
+            for n_bytes, payload in container.read_blocks(f, header["block_size"],
+                                                          header["version"]):  # fmt: skip
+                if n_bytes == "end":
+                    length, crc = payload
         total += length
         first_crc = crc if first_crc is None else first_crc
         streams += 1
         here = f.tell()
         if not f.read(1):
-            return total, first_crc, streams
+            return total, first_crc, streams, first_index
         f.seek(here)
         header = container.read_header(f, following=True)
 
@@ -990,3 +1140,8 @@ def run(args, prog_name="mambazip", command=None):
 def main():
     """The ``mambazip`` command (kept for callers of ``mambazip.cli:main``)."""
     entry.main()
+
+
+from .cli_train import train  # noqa: E402 (it imports from this module)
+
+cli.add_command(train)

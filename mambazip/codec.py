@@ -1,43 +1,16 @@
-"""Compress and decompress streams: the online learner drives the range coder, block by block.
-
-Compression runs the model over a chunk in one compiled call and then codes the chunk's bytes
-with the pdfs it produced; decompression must decode a byte before it can feed it, so it
-calls the same compiled loop one byte at a time. Memory is bounded by one block.
+"""Compress and decompress streams: the predictor drives the range coder, block by block
+(``blocks``), over the whole stream or frame by frame (``frames``). Memory is bounded by
+one block, or by the frames in flight.
 """
 
 import io
-import math
 import time
-import zlib
-from dataclasses import dataclass, field
 
-import numpy as np
-
-from . import container
-from .coder import Decoder, Encoder
-from .errors import CheckpointError, ChecksumError, ConfigError, FormatError
-from .kernels.step import FREQ_BITS
+from . import container, frames, priors
+from .blocks import CHUNK, Stats, check_end, decode_blocks, encode_blocks, read_up_to
+from .errors import CheckpointError, ConfigError, RangeError
 from .limits import check_memory
 from .predict import Predictor, memory_bytes
-
-CHUNK = 4096  # bytes per compiled call when compressing: pdfs of a chunk are 4 MB
-
-
-@dataclass
-class Stats:
-    original_bytes: int = 0
-    compressed_bytes: int = 0
-    ideal_bits: float = 0.0  # sum of -log2 p(byte) under the float pdfs (compression only)
-    seconds: float = 0.0
-    learner: object = field(default=None, repr=False, compare=False)  # where the Mamba ended
-    name: str = None  # decompression: the first stream's stored file name and mtime
-    mtime: int = None
-    part_names: tuple = ()  # compression: the predictor's parts, the columns of its trust
-
-    @property
-    def bits_per_byte(self):
-        """Coded bits per original byte, header and framing included."""
-        return 8.0 * self.compressed_bytes / max(self.original_bytes, 1)
 
 
 class _Counting:
@@ -59,29 +32,19 @@ class _Counting:
         self.count += len(data)
         return data
 
-    def peek(self):
-        """A byte ahead, or b"" at the end of the stream; read() returns it again."""
-        if not self._ahead:
-            self._ahead = self.f.read(1)
-        return self._ahead
-
-
-def _read_up_to(f, n):
-    """Read n bytes, or fewer only at end of stream (pipes return short reads)."""
-    parts = []
-    while n > 0:
-        part = f.read(n)
-        if not part:
-            break
-        parts.append(part)
-        n -= len(part)
-    return b"".join(parts)
+    def peek(self, n=1):
+        """Up to ``n`` bytes ahead (fewer only at the end of the stream); read() returns them
+        again."""
+        while len(self._ahead) < n and (more := self.f.read(n - len(self._ahead))):
+            self._ahead += more
+        return self._ahead[:n]
 
 
 def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, progress=None,
                     model=None, resume=False, per_byte=None, replay_chunk=None, name=None,
                     mtime=None, size=None, memlimit=None, trust=None,
-                    stored_blocks=None):  # fmt: skip
+                    stored_blocks=None, frame_size=None, jobs=1,
+                    scheduler=None):  # fmt: skip
     """Compress everything readable from ``src`` into ``dst``. ``progress(n_bytes, bits)`` is
     called after each chunk with that chunk's size and ideal code length. ``model``: a
     ``checkpoint.Checkpoint`` to start from (its weights; with ``resume`` also its optimizer
@@ -95,51 +58,46 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     block raw when coding it would cost more, which needs version 3 (True: write version 3
     whatever the settings; None: store blocks only when the settings or the name, mtime or
     size make the file version 3 anyway, so that the Mamba alone reproduces the files of
-    versions 1 and 2 bit for bit; False: never)."""
+    versions 1 and 2 bit for bit; False: never). ``frame_size``: cut the input into frames
+    of this many bytes (version 4; 0: one frame), coded by up to ``jobs`` worker processes
+    or on the Dask cluster at ``scheduler`` (an address); an empty input is the short empty
+    stream of version 3. ``per_byte`` and ``trust`` need the unframed stream."""
     start = time.perf_counter()
     _check_memory(settings, replay_chunk, memlimit)
     out = _Counting(dst)
-    predictor = Predictor(settings, model, resume, replay_chunk)
     sha = model.digest() if model else None
     extras = None
     if stored_blocks or (name, mtime, size) != (None, None, None):
         extras = {"name": name, "mtime": mtime, "size": size}
     if name is not None and not container.valid_name(name):
         raise ConfigError(f"cannot store the file name {name!r}: not a plain file name")
-    block = _read_up_to(src, block_size)
+    block = read_up_to(src, block_size)
     short = not block and sha is None and container.format_version(settings, extras) == 3
+    framed = frame_size is not None and bool(block)
     version = container.write_header(out, None if short else settings, block_size,
-                                     model_sha256=sha, model_resume=resume,
-                                     extras=extras)  # fmt: skip
+                                     model_sha256=sha, model_resume=resume, extras=extras,
+                                     frame_size=frame_size if framed else None)  # fmt: skip
     stats = Stats()
-    crc = 0
-    while block:
-        data = np.frombuffer(block, dtype=np.uint8)
-        encoder = Encoder()
-        for i in range(0, data.shape[0], CHUNK):
-            chunk = data[i : i + CHUNK]
-            shares = None
-            if trust is not None and predictor.mixer is not None:
-                shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
-            freqs, p = predictor.advance(chunk, trust=shares)
-            encoder.encode(chunk, freqs)
-            byte_bits = -np.log2(p)
-            if per_byte is not None:
-                per_byte.append(byte_bits)
-            if shares is not None:
-                trust.append(shares)
-            bits = float(byte_bits.sum())
-            stats.ideal_bits += bits
-            if progress:
-                progress(chunk.shape[0], bits)
-        words = encoder.finish()
-        if version >= 3 and stored_blocks is not False and 4 * words.shape[0] > len(block):
-            container.write_stored_block(out, block)
-        else:
-            container.write_block(out, data.shape[0], words)
-        crc = zlib.crc32(block, crc)
-        stats.original_bytes += data.shape[0]
-        block = _read_up_to(src, block_size)
+    if framed:
+        coder = frames.FrameCoder(settings, block_size, model, resume, replay_chunk)
+        jobs = frames.plan_jobs(settings, jobs, frame_size, block_size, replay_chunk, memlimit,
+                                size)  # fmt: skip
+        predictor = frames.compress_frames(src, out, coder, frame_size, block, jobs, scheduler,
+                                           stats, progress)  # fmt: skip
+        if predictor is not None and stats.frames == 1:
+            predictor.finish()
+            stats.learner = predictor.learner
+        stats.compressed_bytes = out.count
+        stats.seconds = time.perf_counter() - start
+        return stats
+    predictor = Predictor(settings, model, resume, replay_chunk)
+    pending = [block]
+
+    def read_block():
+        return pending.pop() if pending else read_up_to(src, block_size)
+
+    crc = encode_blocks(read_block, out, predictor, version, stored_blocks, stats, progress,
+                        per_byte, trust)  # fmt: skip
     predictor.finish()
     container.write_end(out, stats.original_bytes, crc)
     stats.compressed_bytes = out.count
@@ -154,7 +112,7 @@ def _check_memory(settings, replay_chunk, memlimit):
 
 
 def decompress_stream(src, dst, progress=None, model=None, resume=False, replay_chunk=None,
-                      memlimit=None, on_header=None):  # fmt: skip
+                      memlimit=None, on_header=None, jobs=1, scheduler=None):  # fmt: skip
     """Decompress a .mz stream from ``src`` into ``dst``, and any .mz streams that follow it
     (concatenated files decode as one output); verifies each stream's length and checksum.
     ``model``/``resume``: the starting checkpoint, as given to ``compress_stream``;
@@ -170,8 +128,12 @@ def decompress_stream(src, dst, progress=None, model=None, resume=False, replay_
     if on_header:
         on_header(header)
     while True:
-        stats.learner = _decompress_one(src, dst, header, stats, progress, model, resume,
-                                        replay_chunk, memlimit)  # fmt: skip
+        if header["version"] >= 4:
+            stats.learner = _decompress_frames(src, dst, header, stats, progress, model, resume,
+                                               replay_chunk, memlimit, jobs, scheduler)  # fmt: skip
+        else:
+            stats.learner = _decompress_one(src, dst, header, stats, progress, model, resume,
+                                            replay_chunk, memlimit)  # fmt: skip
         if not src.peek():
             break
         header = container.read_header(src, following=True)
@@ -182,65 +144,90 @@ def decompress_stream(src, dst, progress=None, model=None, resume=False, replay_
 
 def _decompress_one(src, dst, header, stats, progress, model, resume, replay_chunk, memlimit):
     """One stream after its header; returns the Mamba's learner where it ended (or None)."""
+    model = _shipped_prior(header, model, memlimit)
     _check_model(header, model, resume)
     settings = header["settings"]
     predictor = None
     if settings is not None:
         _check_memory(settings, replay_chunk, memlimit)
         predictor = Predictor(settings, model, resume, replay_chunk)
-    decoded = 0
-    crc = 0
-    for n_bytes, payload in container.read_blocks(src, header["block_size"], header["version"]):
-        if n_bytes == "end":
-            length, expected_crc = payload
-            break
-        if isinstance(payload, bytes):
-            block = payload
-            for i in range(0, n_bytes, CHUNK):
-                predictor.advance(np.frombuffer(block, dtype=np.uint8)[i : i + CHUNK])
-                if progress:
-                    progress(min(CHUNK, n_bytes - i), 0.0)
-        else:
-            block = _decode_block(predictor, payload, n_bytes, progress)
-        dst.write(block)
-        crc = zlib.crc32(block, crc)
-        decoded += n_bytes
+    blocks = container.read_blocks(src, header["block_size"], header["version"])
+    decoded, crc, length, expected_crc = decode_blocks(blocks, dst, predictor, progress)
     if predictor is not None:
         predictor.finish()
-    if decoded != length:
-        raise FormatError(f"corrupt file: {decoded} bytes decoded, {length} declared")
-    if crc != expected_crc:
-        raise ChecksumError("checksum mismatch: the decoded data is corrupt")
+    check_end(decoded, crc, length, expected_crc)
     stats.original_bytes += decoded
     return predictor.learner if predictor is not None else None
 
 
-def _decode_block(predictor, words, n_bytes, progress):
-    """Decode one coded block. The range coder writes a word per 32 bits of information, so
-    a block can hold at most 32 bits per word (plus the coder's 64-bit state) of code
-    length: once the decoded bytes cost more than that, the words cannot be this block's,
-    and decoding stops there rather than running on for the block's declared length. Where
-    the predictor bounds the cost of every byte from below, a block declaring more bytes
-    than its words can pay for is refused before decoding."""
-    budget = 32.0 * (words.shape[0] + 2)
-    if n_bytes * predictor.min_byte_bits > budget:
-        raise FormatError("corrupt file: a block declares more bytes than its data can hold")
-    decoder = Decoder(words)
-    spent = 0.0
-    out = np.empty(n_bytes, dtype=np.uint8)
-    for i in range(n_bytes):
-        freq = predictor.freq
-        byte = decoder.decode(freq)
-        spent += FREQ_BITS - math.log2(freq[byte])
-        if spent > budget:
-            raise FormatError("corrupt file: a block decodes to more than its data can hold")
-        out[i] = byte
-        predictor.advance_byte(byte)
-        if progress and (i + 1) % CHUNK == 0:
-            progress(CHUNK, 0.0)
-    if progress and n_bytes % CHUNK:
-        progress(n_bytes % CHUNK, 0.0)
-    return out.tobytes()
+def _decompress_frames(src, dst, header, stats, progress, model, resume, replay_chunk, memlimit,
+                       jobs, scheduler):  # fmt: skip
+    """One framed stream (version 4) after its header; returns the Mamba's learner where it
+    ended when the stream is one frame decoded here (else None)."""
+    model = _shipped_prior(header, model, memlimit)
+    _check_model(header, model, resume)
+    settings, block_size = header["settings"], header["block_size"]
+    frame_size = header["frame_size"]
+    _check_memory(settings, replay_chunk, memlimit)
+    coder = frames.FrameCoder(settings, block_size, model, resume, replay_chunk)
+    jobs = frames.plan_jobs(settings, jobs, frame_size, block_size, replay_chunk, memlimit,
+                            header["size"])  # fmt: skip
+    predictor = frames.decompress_frames(src, dst, header, coder, jobs, scheduler, stats,
+                                         progress)  # fmt: skip
+    if predictor is None:
+        return None
+    predictor.finish()
+    return predictor.learner
+
+
+def decompress_range(f, dst, start, end, progress=None, model=None, resume=False,
+                     replay_chunk=None, memlimit=None, jobs=1, scheduler=None):  # fmt: skip
+    """Write bytes [start, end) of the original of the seekable .mz file ``f`` to ``dst``
+    (``end`` None: to the end). A single framed stream decodes only the frames that hold
+    them, found in its seek index; any other file is decoded from its start. A range past
+    the end of the original is refused (RangeError), and nothing is written then."""
+    begin = time.perf_counter()
+    located = container.index_from_end(f)
+    f.seek(0)
+    if located is None:
+        whole = io.BytesIO()
+        stats = decompress_stream(f, whole, progress, model, resume, replay_chunk, memlimit,
+                                  jobs=jobs, scheduler=scheduler)  # fmt: skip
+        end = _check_range(start, end, stats.original_bytes)
+        dst.write(whole.getbuffer()[start:end])
+    else:
+        header, index = located
+        end = _check_range(start, end, index.length)
+        model = _shipped_prior(header, model, memlimit)
+        _check_model(header, model, resume)
+        settings, block_size = header["settings"], header["block_size"]
+        _check_memory(settings, replay_chunk, memlimit)
+        coder = frames.FrameCoder(settings, block_size, model, resume, replay_chunk)
+        wanted = len(index.overlapping(start, end))
+        jobs = frames.plan_jobs(settings, jobs, header["frame_size"], block_size, replay_chunk,
+                                memlimit, wanted * header["frame_size"])  # fmt: skip
+        stats = Stats(name=header["name"], mtime=header["mtime"])
+        stats.frames = frames.decode_range(f, dst, header, index, start, end, coder, jobs,
+                                           scheduler, progress)  # fmt: skip
+    stats.original_bytes = end - start
+    stats.seconds = time.perf_counter() - begin
+    return stats
+
+
+def _check_range(start, end, length):
+    end = length if end is None else end
+    if not 0 <= start <= end <= length:
+        raise RangeError(f"range {start}:{end} is past the end of the original ({length} bytes)")
+    return end
+
+
+def _shipped_prior(header, model, memlimit):
+    """``model``, or when none is given and the file was compressed from a prior that ships
+    with mambazip (``priors``), that prior."""
+    sha = header["model_sha256"]
+    if model is None and not header["model_resume"] and priors.shipped(sha):
+        return priors.load(sha, memlimit)
+    return model
 
 
 def _check_model(header, model, resume):

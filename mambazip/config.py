@@ -221,7 +221,7 @@ def _build(cls, values):
     return cls(**coerced)
 
 
-def _models_dir():
+def models_dir():
     """The presets: installed as package data ``mambazip.models``; in a source checkout that
     is not installed (or shadows the installed copy), the repository's ``models/``."""
     try:
@@ -232,17 +232,20 @@ def _models_dir():
 
 def preset_names():
     return sorted(
-        p.name[: -len(".json")] for p in _models_dir().iterdir() if p.name.endswith(".json")
+        p.name[: -len(".json")] for p in models_dir().iterdir() if p.name.endswith(".json")
     )
 
 
-def load_preset(name):
-    """The preset ``models/NAME.json`` as a settings dict (model, train, seed)."""
+def load_preset(name, keep_prior=False):
+    """The preset ``models/NAME.json`` as a settings dict (model, train, seed; with
+    ``keep_prior`` also "prior", the SHA-256 of its pretrained starting model)."""
     if name not in preset_names():
         raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(preset_names())}")
-    text = _models_dir().joinpath(f"{name}.json").read_text()
+    text = models_dir().joinpath(f"{name}.json").read_text()
     data = json.loads(text)
     data.pop("benchmark", None)
+    if not keep_prior:
+        data.pop("prior", None)
     return data
 
 

@@ -13,10 +13,25 @@
                  words; version 3: n_words = STORED means n_bytes raw bytes follow instead
     end          u32 0, then u64 original length, u32 CRC32 of the original bytes
 
+Version 4 cuts the input into frames ("frame_size" in the header: the most original bytes
+a frame holds, 0 for one frame of any length). Each frame is coded by a fresh predictor and
+is what a version-3 stream holds after its header (blocks, then its own end), so frames code
+and decode independently. After the last frame comes the seek index:
+
+    u32 0                 the index's mark (a frame is never empty, so no block starts so)
+    u32 n_frames
+    per frame             u64 compressed size (its blocks and end), u64 original size,
+                          u32 CRC32 of its original bytes
+    u64 original length, u32 CRC32 of the whole original
+    u32 CRC32 of the index from n_frames up to here
+    u64 index length      from the mark to the end of INDEX_MAGIC: 40 + 20 n_frames
+    INDEX_MAGIC           8 bytes, the last of the stream: a reader seeks to them
+
 Version 2 adds truncated BPTT (``bptt`` in the training settings). Version 3 adds the
 context-mixing predictor (``mix`` in the settings), stored blocks (a block whose coded form
 would be larger than its bytes is written raw; the predictor still learns it), the original
-file's name, mtime and size, and the short header of an empty stream. Files that need no
+file's name, mtime and size, and the short header of an empty stream. Version 4 adds
+frames and the seek index. Files that need no
 newer feature are written in the oldest version that describes them, which older readers
 decode. Several streams may follow each other in one file: they decode as one output.
 
@@ -38,7 +53,7 @@ from .errors import ConfigError, FormatError, VersionError
 from .limits import loads_json
 
 MAGIC = b"\x89MZIP\r\n\x1a"
-VERSION = 3  # the newest version this module reads and writes
+VERSION = 4  # the newest version this module reads and writes
 MAX_HEADER = 1 << 20
 MAX_HEADER_DEPTH = 16  # the settings nest 3 deep; deeper JSON is refused before it is parsed
 MAX_BLOCK = 1 << 24
@@ -46,9 +61,14 @@ DEFAULT_BLOCK = 1 << 16
 MAX_NAME = 4096  # bytes of UTF-8 in a stored file name
 MAX_MTIME = 253402300800  # 10000-01-01: every later second is a corrupt header, not a date
 STORED = 0xFFFFFFFF  # n_words of a block stored raw (version 3)
+MAX_FRAME = 1 << 40
+INDEX_MAGIC = b"MZINDEX\x1a"
 _U32 = struct.Struct("<I")
 _PREFIX = struct.Struct("<8sHI")
 _TRAILER = struct.Struct("<QI")
+_ENTRY = struct.Struct("<QQI")
+_INDEX_TAIL = struct.Struct("<IQ8s")  # index CRC, index length, magic
+INDEX_FIXED = _U32.size * 2 + _TRAILER.size + _INDEX_TAIL.size  # the index without entries
 
 
 def max_words(n_bytes):
@@ -64,22 +84,29 @@ def _read_exact(f, n, what):
     return data
 
 
-def format_version(settings, extras=False):
+def format_version(settings, extras=False, framed=False):
     """The oldest format version that can describe ``settings`` (None: an empty stream) and,
-    with ``extras``, a version-3 header's name, mtime, size and stored blocks."""
+    with ``extras``, a version-3 header's name, mtime, size and stored blocks; ``framed``:
+    frames and a seek index (version 4)."""
+    if framed:
+        return 4
     if extras or settings is None or settings.mix is not None:
         return 3
     return 2 if settings.train.bptt > 1 else 1
 
 
 def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model_resume=False,
-                 extras=None):  # fmt: skip
+                 extras=None, frame_size=None):  # fmt: skip
     """``model_sha256``: the checkpoint compression started from; ``model_resume``: whether
     it started from the checkpoint's optimizer state too, not only its weights. ``extras``:
     a dict of version-3 fields ("name", "mtime", "size"; None values are left out), or None
     for a header older versions can read. ``settings`` None: the short header of an empty
-    stream (version 3). Returns the version written."""
-    version = format_version(settings, extras is not None)
+    stream (version 3). ``frame_size``: frames follow (version 4; 0: one frame of any
+    length). Returns the version written."""
+    framed = frame_size is not None
+    if framed and settings is None:
+        raise ValueError("a framed stream needs settings")
+    version = format_version(settings, extras is not None, framed)
     # Version 3 leaves out a null model hash; older versions always wrote it.
     fields = {} if version >= 3 and model_sha256 is None else {"model_sha256": model_sha256}
     if settings is not None:
@@ -90,6 +117,8 @@ def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model
         fields["model_resume"] = bool(model_resume)
     if extras is not None:
         fields.update({k: v for k, v in extras.items() if v is not None})
+    if framed:
+        fields["frame_size"] = frame_size
     header = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     f.write(_PREFIX.pack(MAGIC, version, len(header)))
     f.write(header)
@@ -99,8 +128,9 @@ def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model
 
 def read_header(f, following=False):
     """Read and validate the header; returns its dict with "settings" as a ``Settings`` (None
-    for the short header of an empty stream), and "name", "mtime", "size" (None when
-    absent). ``following``: the header of a stream after another one."""
+    for the short header of an empty stream), "name", "mtime", "size" (None when absent) and
+    "frame_size" (None before version 4). ``following``: the header of a stream after
+    another one."""
     prefix = f.read(_PREFIX.size)
     if len(prefix) < len(MAGIC) or prefix[: len(MAGIC)] != MAGIC:
         if following:
@@ -129,6 +159,8 @@ def read_header(f, following=False):
         raise FormatError("corrupt header: no settings")
     if header["settings"] is not None and format_version(header["settings"]) > version:
         raise FormatError(f"corrupt header: settings need format version {version + 1}")
+    if version >= 4 and header["settings"] is None:
+        raise FormatError("corrupt header: no settings")
     return {"version": version, **header}
 
 
@@ -145,6 +177,7 @@ def _parse(raw, version):
         sha = header.get("model_sha256")
         resume = header.get("model_resume", False)
         extras = {k: header.get(k) for k in ("name", "mtime", "size")}
+        frame_size = header["frame_size"] if version >= 4 else header.get("frame_size")
     except (KeyError, TypeError, ConfigError) as exc:
         raise FormatError(f"corrupt header: {exc}") from None
     if not empty and not (_is_int(block_size) and 1 <= block_size <= MAX_BLOCK):
@@ -160,8 +193,12 @@ def _parse(raw, version):
         value = extras[key]
         if value is not None and not (_is_int(value) and 0 <= value < bound):
             raise FormatError(f"corrupt header: {key} {value!r}")
+    if version < 4 and frame_size is not None:
+        raise FormatError(f"corrupt header: frame_size in a version {version} file")
+    if version >= 4 and not (_is_int(frame_size) and 0 <= frame_size <= MAX_FRAME):
+        raise FormatError(f"corrupt header: frame size {frame_size!r}")
     return {"settings": settings, "block_size": block_size, "model_sha256": sha,
-            "model_resume": resume, **extras}  # fmt: skip
+            "model_resume": resume, "frame_size": frame_size, **extras}  # fmt: skip
 
 
 # Version 3 stores the settings as their difference from this baseline (the default preset
@@ -283,3 +320,169 @@ def read_blocks(f, block_size, version):
             raise FormatError(f"corrupt block: {n_words} words for {n_bytes} bytes")
         raw = _read_exact(f, 4 * n_words, "block payload")
         yield n_bytes, np.frombuffer(raw, dtype="<u4").astype(np.uint32)
+
+
+def max_frame_bytes(frame_size, block_size):
+    """Bound on the compressed size of a frame of ``frame_size`` original bytes (its blocks
+    and end), for buffering a whole frame."""
+    blocks = -(-frame_size // block_size)
+    per_block = 2 * _U32.size + max(4 * max_words(block_size), block_size)
+    return blocks * per_block + _U32.size + _TRAILER.size
+
+
+def read_frame(f, block_size, frame_size):
+    """The raw bytes of the next frame (its blocks and end), checked block by block against
+    the header's sizes but not decoded; None when the index's mark comes instead (the mark
+    is then consumed: ``read_index`` reads on)."""
+    (n_bytes,) = _U32.unpack(_read_exact(f, _U32.size, "frame"))
+    if n_bytes == 0:
+        return None
+    parts = [_U32.pack(n_bytes)]
+    total = 0
+    while n_bytes:
+        if n_bytes > block_size:
+            raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
+        total += n_bytes
+        if frame_size and total > frame_size:
+            raise FormatError(f"corrupt frame: more than the frame size of {frame_size} bytes")
+        raw = _read_exact(f, _U32.size, "block header")
+        (n_words,) = _U32.unpack(raw)
+        if n_words != STORED and n_words > max_words(n_bytes):
+            raise FormatError(f"corrupt block: {n_words} words for {n_bytes} bytes")
+        size = n_bytes if n_words == STORED else 4 * n_words
+        parts += [raw, _read_exact(f, size, "block payload")]
+        raw = _read_exact(f, _U32.size, "block header")
+        (n_bytes,) = _U32.unpack(raw)
+        parts.append(raw)
+    parts.append(_read_exact(f, _TRAILER.size, "frame end"))
+    return b"".join(parts)
+
+
+def frame_blocks(f, header):
+    """``read_blocks`` of one frame of a version-4 stream, its sizes checked against the
+    header's frame size."""
+    frame_size, total = header["frame_size"], 0
+    for n_bytes, payload in read_blocks(f, header["block_size"], header["version"]):
+        if n_bytes != "end":
+            total += n_bytes
+            if frame_size and total > frame_size:
+                raise FormatError(f"corrupt frame: more than the frame size of {frame_size} bytes")
+        yield n_bytes, payload
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One frame of the seek index; offsets are from the start of the stream (compressed)
+    and of its original."""
+
+    packed_offset: int
+    packed_size: int
+    offset: int
+    size: int
+    crc: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Index:
+    frames: tuple
+    length: int  # of the whole original
+    crc: int
+
+    def overlapping(self, start, end):
+        """The frames that hold a byte of the original's [start, end)."""
+        if start >= end:
+            return []
+        return [fr for fr in self.frames if fr.offset < end and start < fr.offset + fr.size]
+
+
+def write_index(f, entries, length, crc):
+    """``entries``: (compressed size, original size, CRC32) per frame, in order."""
+    body = _U32.pack(len(entries))
+    body += b"".join(_ENTRY.pack(*e) for e in entries) + _TRAILER.pack(length, crc)
+    tail = _INDEX_TAIL.pack(zlib.crc32(body), INDEX_FIXED + _ENTRY.size * len(entries),
+                            INDEX_MAGIC)  # fmt: skip
+    f.write(_U32.pack(0) + body + tail)
+
+
+def read_index(f, n_frames, packed_start):
+    """The index after its mark, read in order by a reader that has read ``n_frames``
+    frames; ``packed_start``: the stream offset of the first frame."""
+    (declared,) = _U32.unpack(_read_exact(f, _U32.size, "index"))
+    if declared != n_frames:
+        raise FormatError(f"corrupt index: {declared} frames listed, {n_frames} in the stream")
+    body = _U32.pack(declared) + _read_exact(f, _ENTRY.size * declared + _TRAILER.size, "index")
+    tail = _read_exact(f, _INDEX_TAIL.size, "index")
+    return _parse_index(body, tail, packed_start)
+
+
+def _parse_index(body, tail, packed_start):
+    crc, index_len, magic = _INDEX_TAIL.unpack(tail)
+    if magic != INDEX_MAGIC:
+        raise FormatError("corrupt index: bad magic bytes")
+    if zlib.crc32(body) != crc:
+        raise FormatError("corrupt index: checksum mismatch")
+    if index_len != _U32.size + len(body) + _INDEX_TAIL.size:
+        raise FormatError(f"corrupt index: declared length {index_len}")
+    (n,) = _U32.unpack_from(body)
+    if len(body) != _U32.size + n * _ENTRY.size + _TRAILER.size:
+        raise FormatError(f"corrupt index: {n} frames declared in {len(body)} bytes")
+    frames, packed, offset = [], packed_start, 0
+    for i in range(n):
+        packed_size, size, frame_crc = _ENTRY.unpack_from(body, _U32.size + i * _ENTRY.size)
+        if size == 0:
+            raise FormatError(f"corrupt index: frame {i + 1} is empty")
+        frames.append(Frame(packed, packed_size, offset, size, frame_crc))
+        packed, offset = packed + packed_size, offset + size
+    length, total_crc = _TRAILER.unpack_from(body, _U32.size + n * _ENTRY.size)
+    if length != offset:
+        raise FormatError(f"corrupt index: {offset} bytes in frames, {length} declared")
+    return Index(tuple(frames), length, total_crc)
+
+
+def index_from_end(f):
+    """The seek index of the seekable ``f``, a single version-4 stream, read from its end
+    without reading the frames: (header, Index). None when ``f`` holds no index that
+    accounts for every byte after its header: a file of an older version, several streams
+    one after the other (the index at the end is the last one's), or a damaged end. Such a
+    file is read in order instead, which finds what is wrong with it, if anything."""
+    f.seek(0)
+    header = read_header(f)
+    packed_start = f.tell()
+    if header["version"] < 4:
+        return None
+    end = f.seek(0, 2)
+    try:
+        index, index_len = _index_at(f, packed_start, end)
+    except FormatError:
+        return None
+    if packed_start + sum(fr.packed_size for fr in index.frames) != end - index_len:
+        return None
+    return header, index
+
+
+def _index_at(f, packed_start, end):
+    if end - packed_start < INDEX_FIXED:
+        raise FormatError("truncated file: no seek index at the end")
+    f.seek(end - _INDEX_TAIL.size)
+    tail = _read_exact(f, _INDEX_TAIL.size, "index")
+    index_len = _INDEX_TAIL.unpack(tail)[1]
+    if not INDEX_FIXED <= index_len <= end - packed_start:
+        raise FormatError(f"corrupt index: declared length {index_len}")
+    f.seek(end - index_len)
+    if _read_exact(f, _U32.size, "index") != _U32.pack(0):
+        raise FormatError("corrupt index: no mark before it")
+    body = _read_exact(f, index_len - _U32.size - _INDEX_TAIL.size, "index")
+    return _parse_index(body, tail, packed_start), index_len
+
+
+def scan_frames(f, header):
+    """The seek index of a version-4 stream read in order from ``f`` (after its header),
+    each frame checked block by block against it but not decoded."""
+    packed_start = f.tell()
+    sizes = []
+    while (raw := read_frame(f, header["block_size"], header["frame_size"])) is not None:
+        sizes.append(len(raw))
+    index = read_index(f, len(sizes), packed_start)
+    if [fr.packed_size for fr in index.frames] != sizes:
+        raise FormatError("corrupt index: its sizes do not match the frames")
+    return index

@@ -27,3 +27,7 @@ class CheckpointError(MambazipError):
 
 class MemoryLimitError(MambazipError):
     """A file or model would need more memory than the limit allows (``--memlimit``)."""
+
+
+class RangeError(MambazipError):
+    """A slice of the original that the file does not hold (``--range``)."""

@@ -9,8 +9,8 @@ the release it pins.
 
 A version's cases use the feature it introduced (version 2: truncated BPTT; version 3: the
 context-mixing predictor with and without the Mamba, stored blocks, the stored name, mtime
-and size, the short header of an empty stream). Each golden case is NAME.bin (the original)
-and NAME.mz (its compressed form). Later
+and size, the short header of an empty stream; version 4: frames and the seek index). Each
+golden case is NAME.bin (the original) and NAME.mz (its compressed form). Later
 releases must decode every golden file bit-exact (tests/test_golden.py); never regenerate the
 files of a released version.
 """
@@ -103,6 +103,28 @@ CASES = {
         ),
         "empty": (b"", TINY, {}, {"mix": "cm", "extras": NAMED}),
     },
+    4: {
+        # Frames of 500 bytes in blocks of 128: frames that blocks do not divide, a last
+        # frame of 1 byte, and a frame of noise stored raw.
+        "tiny-mix-full-frames": (
+            TEXT[:1000] + noise(500) + TEXT[:1],
+            TINY,
+            {},
+            {"mix": "full", "extras": NAMED, "block_size": 128, "frame_size": 500},
+        ),
+        "tiny-mamba-alone-frames": (
+            TEXT * 2,
+            TINY,
+            {"bptt": 4, "lr": 0.01},
+            {"mix": "none", "extras": NAMED, "block_size": 256, "frame_size": 768},
+        ),
+        "default-preset-one-frame": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": NAMED, "frame_size": 4 << 20},
+        ),
+    },
 }
 
 
@@ -120,13 +142,14 @@ def settings_of(model, train, options):
 
 
 def compress_case(data, settings, options):
-    """The case's .mz bytes, written as the command line writes a file (stored blocks on)
-    for version 3, as the library writes bytes before it."""
+    """The case's .mz bytes, written as the command line writes a file (stored blocks on;
+    from version 4, frames) for versions 3 and 4, as the library writes bytes before."""
     if not options:
         return mambazip.compress(data, settings)
     out = io.BytesIO()
     compress_stream(io.BytesIO(data), out, settings, options.get("block_size", DEFAULT_BLOCK),
-                    stored_blocks=True, **options.get("extras", {}))  # fmt: skip
+                    stored_blocks=True, frame_size=options.get("frame_size"),
+                    **options.get("extras", {}))  # fmt: skip
     return out.getvalue()
 
 
@@ -138,7 +161,8 @@ def main(only=None):
             continue
         options = rest[0] if rest else {}
         settings = settings_of(model, train, options)
-        assert format_version(settings, "extras" in options) == VERSION, name
+        framed = "frame_size" in options
+        assert format_version(settings, "extras" in options, framed) == VERSION, name
         blob = compress_case(data, settings, options)
         assert mambazip.decompress(blob) == data
         (GOLDEN / f"{name}.bin").write_bytes(data)

@@ -15,6 +15,7 @@ import pytest
 
 import mambazip
 from mambazip import container
+from mambazip.frames import DEFAULT_FRAME
 
 
 def header_settings(path):
@@ -291,14 +292,15 @@ def test_explicit_options_override_the_preset(run_cli, sample_file):
 
 def test_library_and_cli_write_the_same_bytes(run_cli, tiny_flags, sample_file, tiny_settings):
     """The CLI adds to the library's call only what it knows of the file (gzip's -N
-    default): its name, mtime and size, and it always allows stored blocks."""
+    default): its name, mtime and size; it always allows stored blocks and cuts frames of
+    the default size."""
     result = run_cli("compress", *tiny_flags, "-c", sample_file)
     assert result.exit_code == 0
     out = io.BytesIO()
     st = sample_file.stat()
     extras = {"name": "sample.txt", "mtime": int(st.st_mtime), "size": st.st_size}
     mambazip.compress_stream(io.BytesIO(sample_file.read_bytes()), out, tiny_settings,
-                             stored_blocks=True, **extras)  # fmt: skip
+                             stored_blocks=True, frame_size=DEFAULT_FRAME, **extras)  # fmt: skip
     assert result.stdout == out.getvalue()
 
 
@@ -308,7 +310,8 @@ def test_library_and_cli_write_the_same_bytes_from_stdin(
     result = run_cli("compress", *tiny_flags, input=sample)
     assert result.exit_code == 0
     out = io.BytesIO()
-    mambazip.compress_stream(io.BytesIO(sample), out, tiny_settings, stored_blocks=True)
+    mambazip.compress_stream(io.BytesIO(sample), out, tiny_settings, stored_blocks=True,
+                             frame_size=DEFAULT_FRAME)  # fmt: skip
     assert result.stdout == out.getvalue()
 
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from conftest import TINY_FLAGS, CliResult
 
 import mambazip
-from mambazip import container, entry
+from mambazip import container, entry, frames
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -368,6 +368,7 @@ def test_running_out_of_memory_is_one_line_and_leaves_nothing(run_cli, sample_fi
         raise MemoryError("Unable to allocate 419. MiB for an array with shape (110000000,)")
 
     monkeypatch.setattr(mambazip.codec, "Predictor", no_memory)
+    monkeypatch.setattr(frames, "Predictor", no_memory)  # a frame's predictor
     before = sorted(p.name for p in sample_file.parent.iterdir())
     line = run_cli("compress", *TINY_FLAGS, sample_file).error_line(1)
     assert "out of memory" in line and "419. MiB" in line

@@ -26,8 +26,9 @@ def test_golden_file_decodes_to_its_original(path):
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_golden_input_compresses_to_the_same_bytes(path):
-    """Version 1 and 2 files as the library writes them; version 3 files as the command line
-    writes them: with the stored name, mtime and size, and stored blocks allowed."""
+    """Version 1 and 2 files as the library writes them; version 3 and 4 files as the
+    command line writes them: with the stored name, mtime and size, stored blocks allowed,
+    and from version 4 cut into frames."""
     blob = path.read_bytes()
     with open(path, "rb") as f:
         header = container.read_header(f)
@@ -41,7 +42,8 @@ def test_golden_input_compresses_to_the_same_bytes(path):
     out = io.BytesIO()
     mambazip.compress_stream(io.BytesIO(data), out, settings,
                              header["block_size"] or container.DEFAULT_BLOCK,
-                             stored_blocks=True, **extras)  # fmt: skip
+                             stored_blocks=True, frame_size=header["frame_size"],
+                             **extras)  # fmt: skip
     assert out.getvalue() == blob
 
 
@@ -64,3 +66,25 @@ def test_version_3_golden_files_cover_its_features():
     assert any(bytes in kinds for _, kinds in headers.values())
     assert any(h["settings"] is None for h, _ in headers.values())
     assert all(h["name"] == "golden.txt" for h, _ in headers.values())
+
+
+def test_version_4_golden_files_cover_its_features():
+    """Several frames, frames that blocks do not divide, a last frame of 1 byte, a stored
+    block inside a frame, the Mamba alone and mixed, and one frame of a preset."""
+    indexes = {}
+    stored = False
+    for path in GOLDEN.glob("v4/*.mz"):
+        with open(path, "rb") as f:
+            header, index = container.index_from_end(f)
+            for fr in index.frames:
+                f.seek(fr.packed_offset)
+                blocks = list(container.frame_blocks(f, header))
+                stored |= any(isinstance(payload, bytes) for _, payload in blocks[:-1])
+        indexes[path.stem] = header, index
+    sizes = [[fr.size for fr in index.frames] for _, index in indexes.values()]
+    assert any(len(s) > 2 for s in sizes)
+    assert any(s[-1] == 1 for s in sizes)
+    assert any(len(s) == 1 for s in sizes)
+    assert any(h["frame_size"] % h["block_size"] for h, _ in indexes.values())
+    assert stored
+    assert {h["settings"].mix is None for h, _ in indexes.values()} == {True, False}

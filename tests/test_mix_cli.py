@@ -29,15 +29,21 @@ def test_each_mix_round_trips_and_is_recorded_in_the_header(run_cli, sample_file
 
 
 def test_mix_none_codes_the_blocks_the_library_codes_for_the_mamba_alone(run_cli, sample_file):
-    """The CLI's header carries the name and mtime (version 3); the coded blocks are the
-    Mamba alone's, as the pre-mixing formats coded them."""
+    """The CLI's header carries the name and mtime and its file is one frame and its index
+    (version 4); the frame's coded blocks and end are the Mamba alone's, as the pre-mixing
+    formats coded them."""
     packed = run_cli("compress", "-c", "-n", "--mix", "none", *TINY_FLAGS, sample_file).stdout
     settings = header_settings(packed)
     library = mambazip.compress(sample_file.read_bytes(), settings)
     assert container.format_version(settings) < 3
     (cli_len,) = struct.unpack_from("<I", packed, 10)
     (lib_len,) = struct.unpack_from("<I", library, 10)
-    assert packed[14 + cli_len + 4 :] == library[14 + lib_len + 4 :]
+    body = library[14 + lib_len + 4 :]
+    frame_and_index = packed[14 + cli_len + 4 :]
+    assert frame_and_index[: len(body)] == body
+    index = io.BytesIO(frame_and_index[len(body) + 4 :])
+    [frame] = container.read_index(index, 1, 0).frames
+    assert (frame.packed_size, frame.size) == (len(body), sample_file.stat().st_size)
 
 
 def test_mix_cm_with_a_starting_model_is_a_usage_error(run_cli, sample_file, tmp_path):

@@ -1,0 +1,144 @@
+"""Runs of blocks coded by one predictor: the loop a stream (versions 1 to 3) and each frame
+of a framed stream (version 4) share. Each block restarts the range coder while the
+predictor runs on.
+
+Compression runs the predictor over a chunk in one compiled call and then codes the chunk's
+bytes with the tables it produced; decompression must decode a byte before it can feed it,
+so it calls the same compiled loop one byte at a time.
+"""
+
+import math
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import container
+from .coder import Decoder, Encoder
+from .errors import ChecksumError, FormatError
+from .kernels.step import FREQ_BITS
+
+CHUNK = 4096  # bytes per compiled call when compressing: pdfs of a chunk are 4 MB
+
+
+@dataclass
+class Stats:
+    original_bytes: int = 0
+    compressed_bytes: int = 0
+    ideal_bits: float = 0.0  # sum of -log2 p(byte) under the float pdfs (compression only)
+    seconds: float = 0.0
+    learner: object = field(default=None, repr=False, compare=False)  # where the Mamba ended
+    name: str = None  # decompression: the first stream's stored file name and mtime
+    mtime: int = None
+    part_names: tuple = ()  # compression: the predictor's parts, the columns of its trust
+    frames: int = 0  # version 4: the frames coded or decoded
+
+    @property
+    def bits_per_byte(self):
+        """Coded bits per original byte, header and framing included."""
+        return 8.0 * self.compressed_bytes / max(self.original_bytes, 1)
+
+
+def read_up_to(f, n):
+    """Read n bytes, or fewer only at end of stream (pipes return short reads)."""
+    parts = []
+    while n > 0:
+        part = f.read(n)
+        if not part:
+            break
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
+def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, progress=None,
+                  per_byte=None, trust=None):  # fmt: skip
+    """Code the blocks ``read_block()`` returns until it returns b"", each with a fresh range
+    coder, into ``out``; adds to ``stats`` and returns the CRC32 of the bytes read. Arguments
+    as for ``codec.compress_stream``."""
+    crc = 0
+    while block := read_block():
+        data = np.frombuffer(block, dtype=np.uint8)
+        encoder = Encoder()
+        for i in range(0, data.shape[0], CHUNK):
+            chunk = data[i : i + CHUNK]
+            shares = None
+            if trust is not None and predictor.mixer is not None:
+                shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
+            freqs, p = predictor.advance(chunk, trust=shares)
+            encoder.encode(chunk, freqs)
+            byte_bits = -np.log2(p)
+            if per_byte is not None:
+                per_byte.append(byte_bits)
+            if shares is not None:
+                trust.append(shares)
+            bits = float(byte_bits.sum())
+            stats.ideal_bits += bits
+            if progress:
+                progress(chunk.shape[0], bits)
+        words = encoder.finish()
+        if version >= 3 and stored_blocks is not False and 4 * words.shape[0] > len(block):
+            container.write_stored_block(out, block)
+        else:
+            container.write_block(out, data.shape[0], words)
+        crc = zlib.crc32(block, crc)
+        stats.original_bytes += data.shape[0]
+    return crc
+
+
+def decode_blocks(blocks, dst, predictor, progress=None):
+    """Decode the (n_bytes, payload) of ``blocks`` (``container.read_blocks``) into ``dst``
+    up to their end; returns (bytes decoded, their CRC32, declared length, declared CRC32)."""
+    decoded = 0
+    crc = 0
+    for n_bytes, payload in blocks:
+        if n_bytes == "end":
+            length, expected_crc = payload
+            break
+        if isinstance(payload, bytes):
+            block = payload
+            for i in range(0, n_bytes, CHUNK):
+                predictor.advance(np.frombuffer(block, dtype=np.uint8)[i : i + CHUNK])
+                if progress:
+                    progress(min(CHUNK, n_bytes - i), 0.0)
+        else:
+            block = _decode_block(predictor, payload, n_bytes, progress)
+        dst.write(block)
+        crc = zlib.crc32(block, crc)
+        decoded += n_bytes
+    return decoded, crc, length, expected_crc
+
+
+def check_end(decoded, crc, length, expected_crc):
+    if decoded != length:
+        raise FormatError(f"corrupt file: {decoded} bytes decoded, {length} declared")
+    if crc != expected_crc:
+        raise ChecksumError("checksum mismatch: the decoded data is corrupt")
+
+
+def _decode_block(predictor, words, n_bytes, progress):
+    """Decode one coded block. The range coder writes a word per 32 bits of information, so
+    a block can hold at most 32 bits per word (plus the coder's 64-bit state) of code
+    length: once the decoded bytes cost more than that, the words cannot be this block's,
+    and decoding stops there rather than running on for the block's declared length. Where
+    the predictor bounds the cost of every byte from below, a block declaring more bytes
+    than its words can pay for is refused before decoding."""
+    budget = 32.0 * (words.shape[0] + 2)
+    if n_bytes * predictor.min_byte_bits > budget:
+        raise FormatError("corrupt file: a block declares more bytes than its data can hold")
+    decoder = Decoder(words)
+    spent = 0.0
+    out = np.empty(n_bytes, dtype=np.uint8)
+    for i in range(n_bytes):
+        freq = predictor.freq
+        byte = decoder.decode(freq)
+        spent += FREQ_BITS - math.log2(freq[byte])
+        if spent > budget:
+            raise FormatError("corrupt file: a block decodes to more than its data can hold")
+        out[i] = byte
+        predictor.advance_byte(byte)
+        if progress and (i + 1) % CHUNK == 0:
+            progress(CHUNK, 0.0)
+    if progress and n_bytes % CHUNK:
+        progress(n_bytes % CHUNK, 0.0)
+    return out.tobytes()

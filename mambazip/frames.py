@@ -1,0 +1,312 @@
+"""Frames (format version 4): the input cut into pieces that are coded independently, each
+by a fresh predictor from the same start (the seeded init, or the starting checkpoint), so
+that frames code on every core or a cluster and a slice of the original decodes alone.
+
+Frames are cut every ``frame_size`` original bytes: every frame but the last is full, which
+the decoder checks, so a frame's number gives its place in the original. A frame holds
+what a version-3 stream holds after its header (blocks, each with a fresh range coder, then
+its length and CRC32); the seek index after the last frame lists them (``container``).
+
+Compression and decompression run through an executor (``workers``): frames are read in
+order, at most ``2 * slots`` of them are in flight, and their results are written in
+order, so memory stays bounded for input of any length (stdin included) and the output
+does not depend on the executor. With one slot, frames are coded in this process as they
+stream, a block at a time, whatever their size.
+"""
+
+import collections
+import dataclasses
+import io
+import itertools
+import zlib
+
+from . import container, workers
+from .blocks import Stats, check_end, decode_blocks, encode_blocks, read_up_to
+from .config import Settings
+from .errors import ChecksumError, FormatError
+from .limits import DEFAULT_MEMLIMIT
+from .predict import Predictor, memory_bytes
+
+DEFAULT_FRAME = 4 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameCoder:
+    """All a worker needs to code or decode any frame of one stream."""
+
+    settings: Settings
+    block_size: int
+    model: object = None  # a checkpoint.Checkpoint every frame starts from
+    resume: bool = False
+    replay_chunk: int = None
+
+    def predictor(self):
+        return Predictor(self.settings, self.model, self.resume, self.replay_chunk)
+
+    def encode_stream(self, read_block, out, stats, progress=None):
+        """Code one frame from the blocks ``read_block()`` returns (b"": the frame ends)
+        into ``out``; returns (CRC32 of the frame's original, its predictor)."""
+        predictor = self.predictor()
+        before = stats.original_bytes
+        crc = encode_blocks(read_block, out, predictor, container.VERSION, True, stats, progress)
+        container.write_end(out, stats.original_bytes - before, crc)
+        return crc, predictor
+
+    def encode(self, data):
+        """One frame of ``data`` -> (its compressed bytes, ideal bits)."""
+        src, out = io.BytesIO(data), io.BytesIO()
+        stats = Stats()
+        self.encode_stream(lambda: src.read(self.block_size), out, stats)
+        return out.getvalue(), stats.ideal_bits
+
+    def decode_stream(self, blocks, dst, progress=None):
+        """Decode one frame's ``blocks`` into ``dst``; returns (length, CRC32, predictor)."""
+        predictor = self.predictor()
+        decoded, crc, length, expected_crc = decode_blocks(blocks, dst, predictor, progress)
+        check_end(decoded, crc, length, expected_crc)
+        return decoded, crc, predictor
+
+    def decode_frame(self, raw, frame_size, version, number):
+        """The original bytes of frame ``number`` (from 0), ``raw`` as
+        ``container.read_frame`` returns it."""
+        out = io.BytesIO()
+        header = {"block_size": self.block_size, "frame_size": frame_size, "version": version}
+        src = io.BytesIO(raw)
+        _in_frame(number, frame_size, self.decode_stream, container.frame_blocks(src, header),
+                  out)  # fmt: skip
+        if src.tell() != len(raw):
+            raise FormatError(f"corrupt index: {_where(number, frame_size)} ends before the "
+                              f"size it lists")  # fmt: skip
+        return out.getvalue()
+
+
+def plan_jobs(settings, jobs, frame_size, block_size, replay_chunk=None, memlimit=None,
+              size=None):  # fmt: skip
+    """How many frames may be coded at once within ``memlimit``: each worker holds a
+    predictor and a frame in and out, and the parent up to two frames per worker. One (the
+    frames coded in this process as they stream) when two do not fit, when frames are
+    unbounded (``frame_size`` 0), or when the input's ``size`` (if known) is one frame:
+    starting workers would cost more than it saves."""
+    limit = DEFAULT_MEMLIMIT if memlimit is None else memlimit
+    if frame_size and size is not None:
+        jobs = min(jobs, -(-size // frame_size))
+    if jobs <= 1 or frame_size == 0:
+        return 1
+    buffers = frame_size + container.max_frame_bytes(frame_size, block_size)
+    per_job = memory_bytes(settings, replay_chunk) + 3 * buffers
+    return max(1, min(jobs, limit // per_job))
+
+
+def _executor(coder, jobs, scheduler):
+    if scheduler is not None:
+        return workers.Cluster(coder, scheduler)
+    if jobs > 1:
+        return workers.Processes(coder, jobs)
+    return workers.Serial(coder)
+
+
+def _in_order(coder, jobs, scheduler, tasks, on_result):
+    """Run ``tasks`` ((method, args, context) from an iterator) on the executor of ``jobs``
+    and ``scheduler``, at most 2 * slots in flight, and give each (result, context) to
+    ``on_result`` in order. On any error or signal the executor is ended at once. A single
+    task runs here: starting workers would cost more than it saves."""
+    tasks = iter(tasks)
+    first = next(tasks, None)
+    second = next(tasks, None) if first is not None else None
+    if second is None:
+        if first is not None:
+            method, args, context = first
+            on_result(getattr(coder, method)(*args), context)
+        return
+    pool = _executor(coder, jobs, scheduler)
+    pending = collections.deque()
+    try:
+        for method, args, context in itertools.chain((first, second), tasks):
+            pending.append((pool.submit(method, *args), context))
+            while len(pending) >= 2 * pool.slots:
+                handle, ctx = pending.popleft()
+                on_result(handle.result(), ctx)
+        while pending:
+            handle, ctx = pending.popleft()
+            on_result(handle.result(), ctx)
+    except BaseException:
+        pool.abort()
+        raise
+    pool.close()
+
+
+class _Reader:
+    """Reads the input frame by frame (block by block, or a whole frame at once) and keeps
+    the CRC32 of everything read."""
+
+    def __init__(self, src, first, frame_size, block_size):
+        self.src, self.ahead = src, first
+        self.frame_size, self.block_size = frame_size, block_size
+        self.crc = 0
+        self.left = None  # bytes the current frame may still take; None: no bound
+
+    def _take(self, n):
+        if len(self.ahead) < n:
+            self.ahead += read_up_to(self.src, n - len(self.ahead))
+        data, self.ahead = self.ahead[:n], self.ahead[n:]
+        self.crc = zlib.crc32(data, self.crc)
+        return data
+
+    def next_frame(self):
+        """Whether another frame begins; its bytes come from ``block``."""
+        if not self.ahead:
+            self.ahead = read_up_to(self.src, self.block_size)
+        self.left = self.frame_size or None
+        return bool(self.ahead)
+
+    def block(self):
+        want = self.block_size if self.left is None else min(self.block_size, self.left)
+        data = self._take(want) if want else b""
+        if self.left is not None:
+            self.left -= len(data)
+        return data
+
+    def frame(self):
+        return self._take(self.frame_size)
+
+
+def compress_frames(src, out, coder, frame_size, first, jobs, scheduler, stats, progress=None):
+    """Code the frames of ``first`` (bytes already read) and the rest of ``src`` into
+    ``out`` (after the header), then the index; adds to ``stats``. Returns the predictor
+    the last frame ended in when the frames were coded here (None from workers)."""
+    reader = _Reader(src, first, frame_size, coder.block_size)
+    entries = []
+    predictor = None
+    if jobs == 1 and scheduler is None:
+        while reader.next_frame():
+            start, before = out.count, stats.original_bytes
+            crc, predictor = coder.encode_stream(reader.block, out, stats, progress)
+            entries.append((out.count - start, stats.original_bytes - before, crc))
+    else:
+
+        def frames():
+            while data := reader.frame():
+                yield "encode", (data,), (len(data), zlib.crc32(data))
+
+        def write(result, context):
+            packed, bits = result
+            n, crc = context
+            out.write(packed)
+            stats.original_bytes += n
+            stats.ideal_bits += bits
+            entries.append((len(packed), n, crc))
+            if progress:
+                progress(n, bits)
+
+        _in_order(coder, jobs, scheduler, frames(), write)
+    container.write_index(out, entries, stats.original_bytes, reader.crc)
+    stats.frames += len(entries)
+    return predictor
+
+
+def _where(number, frame_size):
+    """How an error names frame ``number`` (from 0): every frame before it is full."""
+    return f"frame {number + 1} (from original byte {number * frame_size})"
+
+
+def _in_frame(number, frame_size, call, *args):
+    try:
+        return call(*args)
+    except (FormatError, ChecksumError) as exc:
+        raise type(exc)(f"{_where(number, frame_size)}: {exc}") from None
+
+
+class _Checked:
+    """Writes through to ``f`` and keeps the CRC32 and length of what passed."""
+
+    def __init__(self, f):
+        self.f, self.crc, self.count = f, 0, 0
+
+    def write(self, data):
+        self.crc = zlib.crc32(data, self.crc)
+        self.count += len(data)
+        self.f.write(data)
+
+
+def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=None):
+    """Decode the frames of a version-4 stream from ``src`` (a ``codec._Counting`` after the
+    header) into ``dst``, then check them against the index; adds to ``stats``. Returns the
+    predictor the last frame ended in when the frames were decoded here."""
+    frame_size, version = header["frame_size"], header["version"]
+    packed_start = src.count
+    out = _Checked(dst)
+    entries = []
+    predictor = None
+
+    def full_before(number):
+        # Frames are cut at frame_size: a frame after a short one is not this stream's.
+        if number and (frame_size == 0 or entries[-1][1] != frame_size):
+            raise FormatError(f"corrupt file: {_where(number, frame_size)} follows a frame "
+                              f"shorter than the frame size")  # fmt: skip
+
+    if jobs == 1 and scheduler is None:
+        while src.peek(4) != _MARK:
+            full_before(len(entries))
+            start = src.count
+            blocks = container.frame_blocks(src, header)
+            n, crc, predictor = _in_frame(len(entries), frame_size, coder.decode_stream,
+                                          blocks, out, progress)  # fmt: skip
+            entries.append((src.count - start, n, crc))
+        src.read(len(_MARK))
+    else:
+
+        def frames():
+            number = 0
+            while True:
+                raw = _in_frame(number, frame_size, container.read_frame, src,
+                                coder.block_size, frame_size)  # fmt: skip
+                if raw is None:
+                    return
+                yield "decode_frame", (raw, frame_size, version, number), len(raw)
+                number += 1
+
+        def write(data, packed_size):
+            full_before(len(entries))
+            out.write(data)
+            entries.append((packed_size, len(data), zlib.crc32(data)))
+            if progress:
+                progress(len(data), 0.0)
+
+        _in_order(coder, jobs, scheduler, frames(), write)
+    index = container.read_index(src, len(entries), packed_start)
+    listed = [(fr.packed_size, fr.size, fr.crc) for fr in index.frames]
+    if listed != entries or (index.length, index.crc) != (out.count, out.crc):
+        raise FormatError("corrupt index: it does not match the frames")
+    stats.original_bytes += out.count
+    stats.frames += len(entries)
+    return predictor if len(entries) == 1 else None
+
+
+_MARK = b"\0\0\0\0"  # the index's mark where a frame's first block would start
+
+
+def decode_range(f, dst, header, index, start, end, coder, jobs, scheduler, progress=None):
+    """Write the original's bytes [start, end) to ``dst``, decoding only the frames that hold
+    them (``index``: ``container.index_from_end(f)``); returns how many that was."""
+    frame_size, version = header["frame_size"], header["version"]
+    wanted = index.overlapping(start, end)
+    numbers = {fr: i for i, fr in enumerate(index.frames)}
+
+    def frames():
+        for fr in wanted:
+            f.seek(fr.packed_offset)
+            raw = f.read(fr.packed_size)
+            if len(raw) != fr.packed_size:
+                raise FormatError("truncated file: a frame is cut short")
+            yield "decode_frame", (raw, frame_size, version, numbers[fr]), fr
+
+    def write(data, fr):
+        if (len(data), zlib.crc32(data)) != (fr.size, fr.crc):
+            raise FormatError(f"corrupt index: {_where(numbers[fr], frame_size)} does not "
+                              f"match it")  # fmt: skip
+        dst.write(data[max(start - fr.offset, 0) : min(end, fr.offset + fr.size) - fr.offset])
+        if progress:
+            progress(fr.size, 0.0)
+
+    _in_order(coder, jobs, scheduler, frames(), write)
+    return len(wanted)

@@ -1,0 +1,65 @@
+"""Pretrained starting models (priors) shipped in ``models/priors/``: a preset starts its Mamba
+from its prior, named by SHA-256 in the preset's JSON ("prior"), so that the model knows
+what bytes are before the file's first byte. A file compressed from a prior records the
+prior's SHA-256 in its header, as ``--model`` does, and decompression finds the prior here
+by that name: no flag is needed. Every prior a release ever wrote into a file stays in
+``models/priors/`` under its SHA-256 (with its manifest, ``SHA.json``), so that the file
+decodes in every later release.
+"""
+
+import re
+from importlib import resources
+
+from . import checkpoint
+from .config import load_preset, models_dir, resolve_settings
+from .errors import CheckpointError
+
+FOLDER = "priors"
+_SHA = re.compile(r"[0-9a-f]{64}")
+
+
+def preset_prior(preset):
+    """The SHA-256 of ``preset``'s prior, or None when it has none."""
+    sha = load_preset(preset, keep_prior=True).get("prior")
+    if sha is not None and not (isinstance(sha, str) and _SHA.fullmatch(sha)):
+        raise CheckpointError(f"preset {preset}: prior {sha!r} is not a SHA-256")
+    return sha
+
+
+def _file(sha):
+    return models_dir().joinpath(FOLDER, f"{sha}.safetensors")
+
+
+def shipped(sha):
+    """Whether this installation holds the prior ``sha``."""
+    return isinstance(sha, str) and bool(_SHA.fullmatch(sha)) and _file(sha).is_file()
+
+
+def load(sha, memlimit=None):
+    """The prior ``sha`` as a ``checkpoint.Checkpoint``; one clear line when it is missing
+    from this installation or its bytes are not the ones its name promises."""
+    path = _file(sha)
+    if not path.is_file():
+        raise CheckpointError(
+            f"the prior {sha} is not in this installation's models/{FOLDER}/; reinstall "
+            f"mambazip (or compress with --prior none)"
+        )
+    with resources.as_file(path) as real:
+        model = checkpoint.load(real, memlimit=memlimit)
+        if model.digest() != sha:
+            raise CheckpointError(
+                f"{real}: this prior's bytes have SHA-256 {model.digest()}, not the {sha} "
+                f"it is named by: the file is altered or damaged; reinstall mambazip"
+            )
+    return model
+
+
+def for_settings(preset, settings, memlimit=None):
+    """The prior to start ``settings`` from: the preset's, when the settings run the Mamba
+    in the preset's own shape (a prior belongs to its shape); else None."""
+    sha = preset_prior(preset)
+    if sha is None or (settings.mix is not None and not settings.mix.mamba):
+        return None
+    if settings.model != resolve_settings(preset).model:
+        return None
+    return load(sha, memlimit)

@@ -1,0 +1,181 @@
+"""Priors: a preset starts its Mamba from a pretrained model shipped in models/priors/,
+named by SHA-256 in the preset; the header records it and decompression finds it.
+
+Most tests use a models/ folder of their own (a tiny preset and a prior made for it), so
+that they do not depend on the shipped prior's bytes; the last ones check the shipped
+presets and the package."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import TINY_MODEL
+
+import mambazip
+from mambazip import checkpoint, codec, config, container, priors
+from mambazip.config import resolve_settings
+
+REPO = Path(__file__).resolve().parent.parent
+TEXT = b"a prior knows what bytes are before the first one arrives. " * 30
+
+
+@pytest.fixture
+def models(tmp_path, monkeypatch):
+    """A models/ folder with the preset "tiny" and its prior: (folder, prior SHA-256)."""
+    folder = tmp_path / "models"
+    (folder / "priors").mkdir(parents=True)
+    preset = {"model": {**TINY_MODEL, "d_inner": 16, "dt_rank": 1},
+              "train": {"optimizer": "adam", "lr": 0.003, "bptt": 4}, "seed": 3}  # fmt: skip
+    (folder / "tiny.json").write_text(json.dumps(preset))
+    monkeypatch.setattr(config, "models_dir", lambda: folder)
+    monkeypatch.setattr(priors, "models_dir", lambda: folder)
+    settings = resolve_settings("tiny", mix="none")
+    stats = codec.compress_stream(io.BytesIO(TEXT * 3), io.BytesIO(), settings)
+    trained = checkpoint.Checkpoint.from_learner(stats.learner)
+    prior = checkpoint.Checkpoint(trained.config, trained.params, settings=settings)
+    blob = prior.to_bytes(dtype="F16")
+    sha = hashlib.sha256(blob).hexdigest()
+    (folder / "priors" / f"{sha}.safetensors").write_bytes(blob)
+    (folder / "tiny.json").write_text(json.dumps({**preset, "prior": sha}))
+    return folder, sha
+
+
+TINY_PRESET = ("--preset", "tiny", "--mix", "none")
+
+
+def test_compress_starts_from_the_prior_and_decompress_needs_no_flag(run_cli, models):
+    _, sha = models
+    packed = run_cli("compress", *TINY_PRESET, input=TEXT)
+    assert packed.exit_code == 0, packed.stderr
+    header = container.read_header(io.BytesIO(packed.stdout))
+    assert (header["model_sha256"], header["model_resume"]) == (sha, False)
+    back = run_cli("decompress", input=packed.stdout)
+    assert back.exit_code == 0, back.stderr
+    assert back.stdout == TEXT
+
+
+def test_the_prior_codes_better_than_the_seeded_init(run_cli, models):
+    from_prior = run_cli("compress", *TINY_PRESET, input=TEXT).stdout
+    from_init = run_cli("compress", *TINY_PRESET, "--prior", "none", input=TEXT).stdout
+    assert len(from_prior) < len(from_init)
+
+
+def test_prior_none_starts_from_the_seeded_init(run_cli, models):
+    packed = run_cli("compress", *TINY_PRESET, "--prior", "none", "-n", input=TEXT).stdout
+    assert container.read_header(io.BytesIO(packed))["model_sha256"] is None
+    out = io.BytesIO()
+    codec.compress_stream(io.BytesIO(TEXT), out, resolve_settings("tiny", mix="none"),
+                          stored_blocks=True, frame_size=mambazip.frames.DEFAULT_FRAME)  # fmt: skip
+    assert packed == out.getvalue()
+
+
+def test_model_overrides_the_prior(run_cli, models, tmp_path):
+    other = tmp_path / "other.safetensors"
+    stats = codec.compress_stream(
+        io.BytesIO(TEXT), io.BytesIO(), resolve_settings("tiny", mix="none")
+    )
+    checkpoint.save(other, stats.learner)
+    packed = run_cli("compress", *TINY_PRESET, "--model", other, input=TEXT).stdout
+    header = container.read_header(io.BytesIO(packed))
+    assert header["model_sha256"] == checkpoint.load(other).digest() != models[1]
+
+
+def test_another_shape_or_no_mamba_leaves_the_prior_out(run_cli, models):
+    for flags in (("--d-state", "8"), ("--mix", "cm")):
+        packed = run_cli("compress", "--preset", "tiny", *flags, input=TEXT)
+        assert packed.exit_code == 0, packed.stderr
+        assert container.read_header(io.BytesIO(packed.stdout))["model_sha256"] is None
+
+
+def test_a_missing_prior_is_one_clear_line(run_cli, models):
+    folder, sha = models
+    blob = run_cli("compress", *TINY_PRESET, input=TEXT).stdout
+    (folder / "priors" / f"{sha}.safetensors").unlink()
+    line = run_cli("compress", *TINY_PRESET, input=TEXT).error_line(1)
+    assert sha in line and "--prior none" in line
+    line = run_cli("decompress", input=blob).error_line(1)
+    assert sha in line
+
+
+def test_an_altered_prior_is_one_clear_line(run_cli, models):
+    folder, sha = models
+    path = folder / "priors" / f"{sha}.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    line = run_cli("compress", *TINY_PRESET, input=TEXT).error_line(1)
+    assert "altered or damaged" in line
+
+
+def test_frames_each_start_from_the_prior(models):
+    settings = resolve_settings("tiny", mix="none")
+    prior = priors.for_settings("tiny", settings)
+    out = io.BytesIO()
+    stats = codec.compress_stream(io.BytesIO(TEXT), out, settings, model=prior, frame_size=600)
+    assert stats.frames == 3
+    assert mambazip.decompress(out.getvalue()) == TEXT
+    alone = io.BytesIO()
+    codec.compress_stream(io.BytesIO(TEXT[600:1200]), alone, settings, model=prior,
+                          frame_size=600)  # fmt: skip
+    _, whole = container.index_from_end(io.BytesIO(out.getvalue()))
+    _, one = container.index_from_end(io.BytesIO(alone.getvalue()))
+    second, only = whole.frames[1], one.frames[0]
+    framed = out.getvalue()[second.packed_offset : second.packed_offset + second.packed_size]
+    single = alone.getvalue()[only.packed_offset : only.packed_offset + only.packed_size]
+    assert framed == single
+
+
+def test_a_half_precision_checkpoint_loads_as_its_rounded_weights(tmp_path):
+    settings = resolve_settings(model=TINY_MODEL, mix="none")
+    stats = codec.compress_stream(io.BytesIO(TEXT), io.BytesIO(), settings)
+    model = checkpoint.Checkpoint.from_learner(stats.learner)
+    path = tmp_path / "half.safetensors"
+    path.write_bytes(model.to_bytes(dtype="F16"))
+    loaded = checkpoint.load(path)
+    expected = model.params.flat.astype(np.float16).astype(np.float32)
+    assert np.array_equal(loaded.params.flat, expected)
+    assert loaded.moments is not None
+    assert path.stat().st_size < 0.6 * len(model.to_bytes())
+
+
+def test_every_shipped_preset_prior_is_in_models_and_matches_its_name():
+    for preset in config.preset_names():
+        sha = priors.preset_prior(preset)
+        if sha is None:
+            continue
+        path = REPO / "models" / "priors" / f"{sha}.safetensors"
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+        manifest = json.loads(path.with_suffix(".json").read_text())
+        assert manifest["sha256"] == sha and manifest["preset"] == preset
+        assert checkpoint.load(path).config == resolve_settings(preset).model
+
+
+def test_every_prior_in_models_has_a_golden_file_that_decodes():
+    """A file a release wrote from a prior must decode forever, so each prior has one."""
+    golden = REPO / "tests" / "golden"
+    named = set()
+    for path in golden.glob("v*/*.mz"):
+        with open(path, "rb") as f:
+            named.add(container.read_header(f)["model_sha256"])
+    for path in (REPO / "models" / "priors").glob("*.safetensors"):
+        assert path.stem in named, f"no golden file compressed from the prior {path.name}"
+
+
+def test_the_built_package_holds_the_priors(tmp_path):
+    """A non-editable install finds the priors: they are in the wheel's package data."""
+    shipped = sorted(p.name for p in (REPO / "models" / "priors").iterdir())
+    assert any(name.endswith(".safetensors") for name in shipped)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                    str(tmp_path), str(REPO)], check=True, capture_output=True)  # fmt: skip
+    [wheel] = tmp_path.glob("mambazip-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in shipped:
+        assert f"mambazip/models/priors/{name}" in names

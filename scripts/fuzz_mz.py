@@ -70,6 +70,12 @@ STORED = 0xFFFFFFFF
 _PREFIX = struct.Struct("<8sHI")
 _U32 = struct.Struct("<I")
 _TRAILER = struct.Struct("<QI")
+# Version 4: frames and the seek index after them.
+INDEX_MAGIC = b"MZINDEX\x1a"
+MAX_FRAME = 1 << 40
+_ENTRY = struct.Struct("<QQI")  # per frame: compressed size, original size, CRC32
+_INDEX_TAIL = struct.Struct("<IQ8s")  # index CRC, index length, magic
+INDEX_FIXED = 4 + 4 + _TRAILER.size + _INDEX_TAIL.size  # the index without its entries
 
 ADDRESS_SPACE = 1 << 30  # RLIMIT_AS of every run
 MAX_RSS = 10**9  # bytes: acceptance bound on peak RSS
@@ -91,10 +97,67 @@ class Block:
     n_bytes: int
     n_words: int
     payload: tuple  # (start, end) of the words or the stored bytes
+    name: str = ""  # "block3"; in a version-4 stream "frame1.block0"
 
     @property
     def stored(self):
         return self.n_words == STORED
+
+
+@dataclass
+class Frame:
+    """One frame of a version-4 stream: its blocks, then u32 0, u64 length, u32 CRC."""
+
+    at: int  # offset of its first block
+    blocks: list
+    end_at: int  # offset of its end marker
+    length: int
+    crc: int
+
+    @property
+    def stop(self):
+        return self.end_at + 4 + _TRAILER.size
+
+
+@dataclass
+class Index:
+    """The seek index of a version-4 stream, from its mark (u32 0) to its magic."""
+
+    mark_at: int
+    entries: list  # (compressed size, original size, CRC32) per frame
+    length: int
+    crc: int
+    index_crc: int
+    index_len: int
+
+    @property
+    def total_at(self):
+        return self.mark_at + 8 + _ENTRY.size * len(self.entries)
+
+    @property
+    def stop(self):
+        return self.total_at + _TRAILER.size + _INDEX_TAIL.size
+
+    @property
+    def regions(self):
+        at = self.mark_at
+        out = [("index.mark", at, at + 4), ("index.n_frames", at + 4, at + 8)]
+        for i in range(len(self.entries)):
+            e = at + 8 + _ENTRY.size * i
+            out += [
+                (f"index.entry{i}.packed_size", e, e + 8),
+                (f"index.entry{i}.size", e + 8, e + 16),
+                (f"index.entry{i}.crc", e + 16, e + 20),
+            ]
+        t = self.total_at
+        out += [
+            ("index.length", t, t + 8),
+            ("index.crc", t + 8, t + 12),
+            ("index.index_crc", t + 12, t + 16),
+            ("index.index_len", t + 16, t + 24),
+            ("index.magic", t + 24, t + 32),
+        ]
+        return out
 
 
 @dataclass
@@ -107,11 +170,32 @@ class Stream:
     end_at: int  # offset of the end marker (u32 0)
     length: int
     crc: int
-    stop: int  # offset after the trailer
+    stop: int  # offset after the trailer (version 4: after the index)
+    frames: list = None  # version 4: its Frames
+    index: Index = None  # version 4
+
+    @property
+    def trailers(self):
+        """(name suffix, end marker offset, length, CRC) of every end: the stream's, or in
+        version 4 each frame's."""
+        if self.frames is None:
+            return [("", self.end_at, self.length, self.crc)]
+        return [(f".frame{i}", f.end_at, f.length, f.crc) for i, f in enumerate(self.frames)]
 
     @property
     def header_span(self):
         return self.start + _PREFIX.size, self.start + _PREFIX.size + self.header_len
+
+    @staticmethod
+    def _block_regions(blocks):
+        out = []
+        for b in blocks:
+            out += [
+                (f"{b.name}.n_bytes", b.at, b.at + 4),
+                (f"{b.name}.n_words", b.at + 4, b.at + 8),
+                (f"{b.name}.payload", *b.payload),
+            ]
+        return out
 
     @property
     def regions(self):
@@ -124,17 +208,22 @@ class Stream:
             ("header", h0, h1),
             ("header_crc", h1, h1 + 4),
         ]
-        for i, b in enumerate(self.blocks):
+        if self.frames is None:
+            out += self._block_regions(self.blocks)
             out += [
-                (f"block{i}.n_bytes", b.at, b.at + 4),
-                (f"block{i}.n_words", b.at + 4, b.at + 8),
-                (f"block{i}.payload", *b.payload),
+                ("end", self.end_at, self.end_at + 4),
+                ("length", self.end_at + 4, self.end_at + 12),
+                ("crc", self.end_at + 12, self.stop),
             ]
-        out += [
-            ("end", self.end_at, self.end_at + 4),
-            ("length", self.end_at + 4, self.end_at + 12),
-            ("crc", self.end_at + 12, self.stop),
-        ]
+        else:
+            for i, f in enumerate(self.frames):
+                out += self._block_regions(f.blocks)
+                out += [
+                    (f"frame{i}.end", f.end_at, f.end_at + 4),
+                    (f"frame{i}.length", f.end_at + 4, f.end_at + 12),
+                    (f"frame{i}.crc", f.end_at + 12, f.stop),
+                ]
+            out += self.index.regions
         return [r for r in out if r[2] > r[1]]
 
 
@@ -147,20 +236,70 @@ def parse(blob):
         h0 = at + _PREFIX.size
         header = json.loads(blob[h0 : h0 + header_len])
         pos = h0 + header_len + 4
-        blocks = []
-        while True:
-            (n_bytes,) = _U32.unpack_from(blob, pos)
-            if n_bytes == 0:
-                break
-            (n_words,) = _U32.unpack_from(blob, pos + 4)
-            size = n_bytes if n_words == STORED and version >= 3 else 4 * n_words
-            blocks.append(Block(pos, n_bytes, n_words, (pos + 8, pos + 8 + size)))
-            pos += 8 + size
+        if version >= 4:
+            streams.append(_parse_frames(blob, at, version, header_len, header, pos))
+            at = streams[-1].stop
+            continue
+        blocks, pos = _parse_blocks(blob, pos, version, "")
         length, crc = _TRAILER.unpack_from(blob, pos + 4)
         stop = pos + 4 + _TRAILER.size
         streams.append(Stream(at, version, header_len, header, blocks, pos, length, crc, stop))
         at = stop
     return streams
+
+
+def _parse_blocks(blob, pos, version, prefix):
+    """The blocks from ``pos`` up to an end marker; (blocks, offset of the end marker)."""
+    blocks = []
+    while True:
+        (n_bytes,) = _U32.unpack_from(blob, pos)
+        if n_bytes == 0:
+            return blocks, pos
+        (n_words,) = _U32.unpack_from(blob, pos + 4)
+        size = n_bytes if n_words == STORED and version >= 3 else 4 * n_words
+        name = f"{prefix}block{len(blocks)}"
+        blocks.append(Block(pos, n_bytes, n_words, (pos + 8, pos + 8 + size), name))
+        pos += 8 + size
+
+
+def _parse_frames(blob, at, version, header_len, header, pos):
+    """A version-4 stream from its first frame at ``pos``: frames up to the index's mark,
+    then the index, checked against the frames (the golden files are valid)."""
+    frames = []
+    while _U32.unpack_from(blob, pos)[0] != 0:
+        blocks, end_at = _parse_blocks(blob, pos, version, f"frame{len(frames)}.")
+        length, crc = _TRAILER.unpack_from(blob, end_at + 4)
+        frames.append(Frame(pos, blocks, end_at, length, crc))
+        pos = frames[-1].stop
+    mark_at = pos
+    (n,) = _U32.unpack_from(blob, pos + 4)
+    entries = [_ENTRY.unpack_from(blob, pos + 8 + _ENTRY.size * i) for i in range(n)]
+    total = pos + 8 + _ENTRY.size * n
+    length, crc = _TRAILER.unpack_from(blob, total)
+    index_crc, index_len, magic = _INDEX_TAIL.unpack_from(blob, total + _TRAILER.size)
+    index = Index(mark_at, entries, length, crc, index_crc, index_len)
+    assert magic == INDEX_MAGIC and index_len == INDEX_FIXED + _ENTRY.size * n
+    assert entries == [(f.stop - f.at, f.length, f.crc) for f in frames]
+    assert zlib.crc32(blob[mark_at + 4 : total + _TRAILER.size]) == index_crc
+    blocks = [b for f in frames for b in f.blocks]
+    end_at = frames[-1].end_at
+    return Stream(
+        at, version, header_len, header, blocks, end_at, length, crc, index.stop, frames, index
+    )
+
+
+def index_bytes(entries, length, crc, n=None, index_crc=None, index_len=None, magic=None):
+    """A seek index (from its mark to its magic) as the writer makes it; each of ``n``
+    (frames declared), ``index_crc``, ``index_len`` and ``magic`` replaces the value the
+    writer would have put there."""
+    body = _U32.pack(len(entries) if n is None else n)
+    body += b"".join(_ENTRY.pack(*e) for e in entries) + _TRAILER.pack(length, crc)
+    tail = _INDEX_TAIL.pack(
+        zlib.crc32(body) if index_crc is None else index_crc,
+        INDEX_FIXED + _ENTRY.size * len(entries) if index_len is None else index_len,
+        INDEX_MAGIC if magic is None else magic,
+    )
+    return _U32.pack(0) + body + tail
 
 
 def with_header(blob, stream, header, version=None, raw=None):
@@ -212,7 +351,9 @@ class Case:
     id: str  # GOLDEN/NAME.mz:category:detail
     category: str
     blob: bytes
-    expected: bytes  # what decompress must write if it exits 0
+    expected: bytes  # what decompress must write if it exits 0 (None: it must fail)
+    span: tuple = (0, 0)  # the range (START, END) of the range command
+    ranged: bytes = None  # what the range command slices when it exits 0 (None: it fails)
 
 
 def cases(root=GOLDEN):
@@ -223,13 +364,33 @@ def cases(root=GOLDEN):
     for mz in files:
         blob, original = mz.read_bytes(), mz.with_suffix(".bin").read_bytes()
         name = f"{mz.parent.name}/{mz.name}"
-        for category, detail, mutated, expected in mutations(name, blob, original, known):
+        spans = list(ranges(blob, original).values())
+        for category, detail, mutated, expected, *ranged in mutations(name, blob, original, known):
             case_id = f"{name}:{category}:{detail}"
             if case_id in seen or mutated == blob:
                 continue
             seen.add(case_id)
-            out.append(Case(case_id, category, mutated, expected))
+            span = spans[len(seen) % len(spans)]  # each kind of range in turn
+            out.append(Case(case_id, category, mutated, expected, span, (ranged or [expected])[0]))
     return out
+
+
+def ranges(blob, original):
+    """{kind: (START, END)} of the ranges the range command asks of a golden file: inside
+    one frame (the second, if any), across the first frame's end, the whole original, and
+    an empty one in the middle (without frames: the middle stands for a frame's edge)."""
+    n = len(original)
+    s = parse(blob)[0]
+    sizes = [f.length for f in s.frames] if s.frames else [n]
+    first = sizes[0]
+    at, size = (first, sizes[1]) if len(sizes) > 1 else (0, first)
+    edge = first if len(sizes) > 1 else n // 2
+    return {
+        "inside": (at + size // 3, at + min(size, max(size // 3 + 1, 2 * size // 3))),
+        "edge": (max(0, edge - 7), min(n, edge + 7)),
+        "whole": (0, n),
+        "empty": (n // 2, n // 2),
+    }
 
 
 def known_fields(blobs):
@@ -261,6 +422,10 @@ def mutations(name, blob, original, known=None):
     yield from declared_sizes(blob, streams[0], original)
     yield from bit_flips(blob, streams, original, rng)
     yield from concatenations(blob, original, rng)
+    yield from frame_size_field(blob, streams, original)
+    if streams[0].frames is not None:
+        yield from index_fields(blob, streams[0], original, rng)
+        yield from frame_moves(blob, streams[0], original)
 
 
 def truncations(blob, streams, ends):
@@ -278,7 +443,7 @@ def prefix_fields(blob, s, original):
     for i in (0, 7):
         yield "magic", f"byte {i} flipped", _flip(blob, s.start + 8 * i), original
     yield "magic", "zeroed", bytes(8) + blob[8:], original
-    for v in (0, 1, 2, 3, 4, 65535):
+    for v in (0, 1, 2, 3, 4, 5, 65535):
         if v != s.version:
             mutated = blob[:8] + struct.pack("<H", v) + blob[10:]
             yield "version", f"{v}", mutated, original
@@ -427,7 +592,8 @@ def model_sizes(blob, s, original):
     tables = {"ctx_log": 25, "hist_log": 26, "match_log": 24, "apm_log": 20}
     for mix in ({}, {"mamba": True}, tables, {**tables, "mamba": True}):
         h = _set(s.header, ("settings", "mix"), {**(settings.get("mix") or {}), **mix})
-        yield "big_model", f"mix {json.dumps(mix)}", with_header(blob, s, h, version=3), original
+        mutated = with_header(blob, s, h, version=max(s.version, 3))
+        yield "big_model", f"mix {json.dumps(mix)}", mutated, original
 
 
 def nesting(blob, s):
@@ -457,7 +623,7 @@ def nesting(blob, s):
 def block_fields(blob, streams, original):
     for si, s in enumerate(streams):
         for bi, b in enumerate(s.blocks):
-            where = f"s{si}.block{bi}"
+            where = f"s{si}.{b.name}"
             for n in (*SIZES, b.n_bytes - 1, b.n_bytes + 1):
                 yield "n_bytes", f"{where}={n}", put_u32(blob, b.at, n % 2**32), original
             for n in (*SIZES, b.n_words - 1, b.n_words + 1):
@@ -501,13 +667,14 @@ def block_fields(blob, streams, original):
                     _as_v3(blob, s, b, put_u32(blob[b.at : p1], 4, STORED)),
                     original,
                 )
-        e = s.end_at
-        for n in (0, 1, s.length + 1, 2**64 - 1):
-            mutated = blob[: e + 4] + struct.pack("<Q", n) + blob[e + 12 :]
-            yield "trailer", f"s{si} length={n}", mutated, original
-        yield "trailer", f"s{si} crc+1", put_u32(blob, e + 12, (s.crc + 1) % 2**32), original
-        yield "trailer", f"s{si} end marker=1", put_u32(blob, e, 1), original
-        yield "trailer", f"s{si} end marker removed", blob[:e] + blob[e + 4 :], original
+        for suffix, e, length, crc in s.trailers:
+            where = f"s{si}{suffix}"
+            for n in (0, 1, length + 1, 2**64 - 1):
+                mutated = blob[: e + 4] + struct.pack("<Q", n) + blob[e + 12 :]
+                yield "trailer", f"{where} length={n}", mutated, original
+            yield "trailer", f"{where} crc+1", put_u32(blob, e + 12, (crc + 1) % 2**32), original
+            yield "trailer", f"{where} end marker=1", put_u32(blob, e, 1), original
+            yield "trailer", f"{where} end marker removed", blob[:e] + blob[e + 4 :], original
 
 
 def _as_v3(blob, s, b, replacement):
@@ -522,17 +689,20 @@ def declared_sizes(blob, s, original):
     if not isinstance(settings, dict):
         return
     body = blob[: s.header_span[1] + 4]
+    framed = s.frames is not None
+    if framed:  # one frame of any length, so that the blocks reach the decoder
+        body = with_header(body, s, {**s.header, "frame_size": 0})
     block_size = s.header.get("block_size", 1 << 16)
     for n_words in (0, 1, 2):
         junk = bytes(range(4 * n_words))
         blocks = (_U32.pack(block_size) + _U32.pack(n_words) + junk) * 200
-        mutated = body + blocks + end_stream(200 * block_size, 0)
+        mutated = body + _one_frame(blocks + end_stream(200 * block_size, 0), framed)
         yield "declared", f"200 blocks of {block_size} with {n_words} words", mutated, original
-    h = {**s.header, "block_size": 1 << 24}
-    big = with_header(body, s, h)
+    h = {**s.header, "block_size": 1 << 24, **({"frame_size": 0} if framed else {})}
+    big = with_header(blob[: s.header_span[1] + 4], s, h)
     for n_words in (0, 1, 3):
         block = _U32.pack(1 << 24) + _U32.pack(n_words) + bytes(range(4 * n_words))
-        mutated = big + block + end_stream(1 << 24, 0)
+        mutated = big + _one_frame(block + end_stream(1 << 24, 0), framed)
         yield (
             "declared",
             f"block_size 2^24, one block of 2^24 with {n_words} words",
@@ -543,7 +713,8 @@ def declared_sizes(blob, s, original):
     if b is not None and not b.stored:
         words = blob[b.payload[0] : b.payload[1]]
         block = _U32.pack(1 << 24) + _U32.pack(b.n_words) + words
-        mutated = big + block + blob[b.payload[1] :]
+        rest = blob[b.payload[1] : s.frames[0].stop] if framed else blob[b.payload[1] :]
+        mutated = big + _one_frame(block + rest, framed)
         yield "declared", "block_size 2^24, first block declares 2^24 bytes", mutated, original
     yield (
         "declared",
@@ -551,15 +722,32 @@ def declared_sizes(blob, s, original):
         body + end_stream(len(original), s.crc),
         original,
     )
+    if framed:
+        # No frame at all: the index right after the header (a writer never makes one:
+        # an empty input is a version-3 stream). Listing nothing, it holds nothing.
+        yield "declared", "no frames, an empty index", body + index_bytes([], 0, 0), b""
+        mutated = body + index_bytes([], len(original), s.crc)
+        yield "declared", "no frames, the index claims the original", mutated, original
+
+
+def _one_frame(frame, framed, length=None, crc=0):
+    """``frame`` (blocks and end), followed in a framed stream by an index listing it (with
+    the length its end declares)."""
+    if not framed:
+        return frame
+    declared = _TRAILER.unpack_from(frame, len(frame) - _TRAILER.size)[0]
+    length = declared if length is None else length
+    return frame + index_bytes([(len(frame), length, crc)], length, crc)
 
 
 def bit_flips(blob, streams, original, rng):
     for si, s in enumerate(streams):
-        for bi, b in enumerate(s.blocks):
+        for b in s.blocks:
+            bi = b.name  # "block3"; in version 4 "frame1.block0"
             p0, p1 = b.payload
             bits = sorted(rng.sample(range(8 * p0, 8 * p1), min(24, 8 * (p1 - p0))))
             for bit in bits:
-                yield "flip", f"s{si}.block{bi} bit {bit}", _flip(blob, bit), original
+                yield "flip", f"s{si}.{bi} bit {bit}", _flip(blob, bit), original
             for _ in range(4):
                 many = blob
                 picks = rng.sample(range(8 * p0, 8 * p1), min(8, 8 * (p1 - p0)))
@@ -567,19 +755,20 @@ def bit_flips(blob, streams, original, rng):
                     many = _flip(many, bit)
                 yield (
                     "flip",
-                    f"s{si}.block{bi} bits {','.join(map(str, sorted(picks)))}",
+                    f"s{si}.{bi} bits {','.join(map(str, sorted(picks)))}",
                     many,
                     original,
                 )
             for i in range(0, 32, 8):
                 yield (
                     "flip",
-                    f"s{si}.block{bi} n_bytes bit {i}",
+                    f"s{si}.{bi} n_bytes bit {i}",
                     _flip(blob, 8 * b.at + i),
                     original,
                 )
-        for bit in rng.sample(range(8 * (s.end_at + 4), 8 * s.stop), 6):
-            yield "flip", f"s{si} trailer bit {bit}", _flip(blob, bit), original
+        for suffix, e, _, _ in s.trailers:
+            for bit in rng.sample(range(8 * (e + 4), 8 * (e + 4 + _TRAILER.size)), 6):
+                yield "flip", f"s{si}{suffix} trailer bit {bit}", _flip(blob, bit), original
     for _ in range(8):
         at = rng.randrange(len(blob))
         junk = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
@@ -602,7 +791,7 @@ def concatenations(blob, original, rng):
         "header crc flipped": _flip(blob, 8 * h1),
         "magic flipped": _flip(blob, 8 * 7),
         "version 65535": blob[:8] + b"\xff\xff" + blob[10:],
-        "trailer crc+1": put_u32(blob, s.end_at + 12, (s.crc + 1) % 2**32),
+        "trailer crc+1": put_u32(blob, s.trailers[-1][1] + 12, (s.trailers[-1][3] + 1) % 2**32),
     }
     for b in second.blocks[:1]:
         bit = rng.randrange(8 * b.payload[0], 8 * b.payload[1])
@@ -614,12 +803,246 @@ def concatenations(blob, original, rng):
         yield "concat", f"then {len(junk)} bytes {junk[:8].hex()}", blob + junk, original
 
 
+def frame_size_field(blob, streams, original):
+    """The header's frame_size (version 4) at extremes and next to the frames' sizes; in
+    the header of an older version; and a version-3 stream turned into a valid version-4
+    one (its blocks as one frame of any length, an index after them)."""
+    s = streams[0]
+    if "settings" not in s.header:  # the short header of an empty stream
+        return
+    if s.version < 4:
+        for v in sorted({s.version, 3}):
+            h = {**s.header, "frame_size": 500}
+            mutated = with_header(blob, s, h, version=v)
+            yield "frame_size", f"frame_size=500 in a v{v} header", mutated, original
+        if s.version == 3 and len(streams) == 1 and s.blocks:
+            frame = blob[s.header_span[1] + 4 : s.stop]
+            index = index_bytes([(len(frame), s.length, s.crc)], s.length, s.crc)
+            for fs, ok in ((0, True), (len(original), True), (len(original) - 1, False)):
+                body = with_header(blob[: s.stop], s, {**s.header, "frame_size": fs}, 4)
+                yield (
+                    "frame_size",
+                    f"as v4 with frame_size={fs}",
+                    body + index,
+                    original if ok else None,
+                    original if ok else None,
+                )
+        return
+    fs = s.header["frame_size"]
+    sizes = [f.length for f in s.frames]
+    values = [0, 1, 2**40, 2**40 + 1, -1, -(2**63), 2**64, 1.5, 500.0, "500", True, None]
+    values += [fs - 1, fs + 1, 2 * fs, max(sizes), max(sizes) - 1, s.header["block_size"]]
+    for value in values:
+        mutated = with_header(blob, s, {**s.header, "frame_size": value})
+        # Frames are cut every frame_size bytes: decompress refuses frames another
+        # frame_size would not have cut. A range reads only the frames it needs: it may
+        # decode (the original's bytes) where the frames it reads agree with frame_size.
+        expected = original if _cut_by(value, sizes) else None
+        yield "frame_size", f"frame_size={json.dumps(value)}", mutated, expected, original
+    yield "frame_size", "in a v3 header", with_header(blob, s, s.header, version=3), original
+    h = {k: v for k, v in s.header.items() if k != "frame_size"}
+    yield "frame_size", "removed, v3 header", with_header(blob, s, h, version=3), original
+
+
+def _cut_by(frame_size, sizes):
+    """Whether a writer with this frame_size cuts frames of these sizes: every frame but the
+    last full, none larger (0: one frame of any length)."""
+    if not (isinstance(frame_size, int) and not isinstance(frame_size, bool)):
+        return False
+    if not 0 <= frame_size <= MAX_FRAME:
+        return False
+    if frame_size == 0:
+        return len(sizes) == 1
+    return all(n == frame_size for n in sizes[:-1]) and 0 < sizes[-1] <= frame_size
+
+
+def _v4_parts(blob, s):
+    """(bytes before the first frame, each frame's bytes)."""
+    head = blob[: s.frames[0].at]
+    raw = [blob[f.at : f.stop] for f in s.frames]
+    return head, raw
+
+
+def _frame_originals(s, original):
+    out, at = [], 0
+    for f in s.frames:
+        out.append(original[at : at + f.length])
+        at += f.length
+    return out
+
+
+def index_fields(blob, s, original, rng):
+    """The seek index's fields changed behind a valid index CRC (recomputed, so the change
+    reaches the checks behind it), its tail and mark, and bit flips in it."""
+    ix = s.index
+    head, tail_start = blob[: ix.mark_at], ix.stop
+    after = blob[tail_start:]
+    entries, n = list(ix.entries), len(ix.entries)
+
+    def put(what, mutated_index, ranged=original):
+        return "index", what, head + mutated_index + after, original, ranged
+
+    for k in sorted({n - 1, n + 1, 0, 2 * n, 2**31, 2**32 - 1} - {n}):
+        if k >= 0:
+            yield put(f"n_frames={k}", index_bytes(entries, ix.length, ix.crc, n=k))
+    yield put("an entry added", index_bytes([*entries, entries[-1]], ix.length, ix.crc))
+    yield put(
+        "an entry of 1 byte added, total fixed",
+        index_bytes([*entries, (entries[-1][0], 1, 0)], ix.length + 1, ix.crc),
+    )
+    if n > 1:
+        short = entries[:-1]
+        yield put("last entry dropped", index_bytes(short, ix.length, ix.crc))
+        left = ix.length - entries[-1][1]
+        yield put("last entry dropped, total fixed", index_bytes(short, left, ix.crc))
+        swapped = [entries[1], entries[0], *entries[2:]]
+        yield put("entries 0 and 1 swapped", index_bytes(swapped, ix.length, ix.crc))
+        moved = [
+            (entries[0][0], entries[0][1] - 1, entries[0][2]),
+            (entries[1][0], entries[1][1] + 1, entries[1][2]),
+            *entries[2:],
+        ]
+        yield put("a byte moved from entry 0 to 1", index_bytes(moved, ix.length, ix.crc))
+        packed = [
+            (entries[0][0] - 1, *entries[0][1:]),
+            (entries[1][0] + 1, *entries[1][1:]),
+            *entries[2:],
+        ]
+        yield put("a packed byte moved from entry 0 to 1", index_bytes(packed, ix.length, ix.crc))
+    for i in sorted({0, 1, n - 1} & set(range(n))):
+        packed, size, crc = entries[i]
+        changes = {
+            "packed_size": (0, 1, packed - 1, packed + 1, 2**32, 2**63, 2**64 - 1),
+            "size": (0, 1, size - 1, size + 1, 2**32, 2**63, 2**64 - 1),
+            "crc": ((crc + 1) % 2**32, 0, 2**32 - 1),
+        }
+        for field_no, (name, values) in enumerate(changes.items()):
+            for value in values:
+                if value == entries[i][field_no]:
+                    continue
+                e = list(entries)
+                e[i] = tuple(value if j == field_no else x for j, x in enumerate(e[i]))
+                yield put(f"entry{i}.{name}={value}", index_bytes(e, ix.length, ix.crc))
+                if name == "size":  # the total made to agree
+                    total = ix.length - size + value
+                    if total < 2**64:
+                        yield put(
+                            f"entry{i}.size={value}, total fixed",
+                            index_bytes(e, total, ix.crc),
+                        )
+    for value in (0, 1, ix.length - 1, ix.length + 1, 2**63, 2**64 - 1):
+        if 0 <= value != ix.length:
+            yield put(f"length={value}", index_bytes(entries, value, ix.crc))
+    for value in ((ix.crc + 1) % 2**32, 0):
+        if value != ix.crc:
+            # A range cannot check the CRC of the whole original: it may decode.
+            yield put(f"crc={value}", index_bytes(entries, ix.length, value))
+    fixed = INDEX_FIXED + _ENTRY.size * n
+    for value in (0, 1, INDEX_FIXED, fixed - 1, fixed + 1, fixed + _ENTRY.size, len(blob),
+                  len(blob) + 1, 2**63, 2**64 - 1):  # fmt: skip
+        if value != fixed:
+            yield put(
+                f"index_len={value}", index_bytes(entries, ix.length, ix.crc, index_len=value)
+            )
+    yield put(
+        "index_crc+1", index_bytes(entries, ix.length, ix.crc, index_crc=(ix.index_crc + 1) % 2**32)
+    )
+    for magic, what in (
+        (bytes(8), "zeroed"),
+        (MAGIC, "the stream's magic"),
+        (INDEX_MAGIC[:-1] + b"\x00", "last byte changed"),
+        (b"\x00" + INDEX_MAGIC[1:], "first byte changed"),
+    ):
+        yield put(f"magic {what}", index_bytes(entries, ix.length, ix.crc, magic=magic))
+    good = blob[ix.mark_at : ix.stop]
+    yield put("mark=1", _U32.pack(1) + good[4:])
+    yield put("removed", b"")
+    yield put("twice", good + good)
+    yield put("mark only", _U32.pack(0))
+    yield put("without its mark", good[4:])
+    yield put("without its magic", good[:-8])
+    yield put("8 zero bytes before the magic", good[:-8] + bytes(8) + good[-8:])
+    yield put("the tail only", good[-_INDEX_TAIL.size :])
+    # Bit flips anywhere in the index (the CRC then fails, or the tail is wrong).
+    bits = range(8 * ix.mark_at, 8 * ix.stop)
+    for bit in sorted(rng.sample(bits, min(32, len(bits)))):
+        region = next(r[0] for r in ix.regions if r[1] <= bit // 8 < r[2])
+        yield "flip", f"index bit {bit} ({region})", _flip(blob, bit), original
+    for _ in range(4):
+        many = blob
+        picks = sorted(rng.sample(bits, 8))
+        for bit in picks:
+            many = _flip(many, bit)
+        yield "flip", f"index bits {','.join(map(str, picks))}", many, original
+
+
+def frame_moves(blob, s, original):
+    """Frames swapped, dropped, repeated, with the index kept, with its entries made to
+    agree (the CRC of the whole kept), or with all of it made to agree (then the file is
+    valid if every frame but the last is still full: it decodes to the frames' bytes)."""
+    head, raw = _v4_parts(blob, s)
+    orig = _frame_originals(s, original)
+    n = len(raw)
+    fs = s.header["frame_size"]
+    ix = s.index
+    old_index = blob[ix.mark_at : ix.stop]
+    after = blob[ix.stop :]
+    orders = {}
+    pairs = {(0, 1), (n - 2, n - 1), (0, n - 1)} if n > 1 else set()
+    for i, j in sorted(p for p in pairs if p[0] < p[1]):
+        order = list(range(n))
+        order[i], order[j] = j, i
+        orders[f"frames {i} and {j} swapped"] = order
+    for i in range(n):
+        if n > 1:
+            orders[f"frame {i} dropped"] = [k for k in range(n) if k != i]
+        orders[f"frame {i} repeated"] = sorted([*range(n), i])
+    if n > 1:
+        orders["last frame moved first"] = [n - 1, *range(n - 1)]
+    for what, order in orders.items():
+        frames = b"".join(raw[k] for k in order)
+        data = b"".join(orig[k] for k in order)
+        entries = [ix.entries[k] for k in order]
+        sizes = [len(orig[k]) for k in order]
+        # Cut as a writer cuts: every frame but the last full (frame_size 0: one frame).
+        valid = _cut_by(fs, sizes)
+        yield "frames", f"{what}, index kept", head + frames + old_index + after, original
+        agreed = index_bytes(entries, len(data), ix.crc)
+        # A range checks each frame against its entry, not the CRC of the whole.
+        yield (
+            "frames",
+            f"{what}, entries agree",
+            head + frames + agreed + after,
+            original,
+            data,
+        )
+        fixed = index_bytes(entries, len(data), zlib.crc32(data))
+        yield (
+            "frames",
+            f"{what}, index agrees",
+            head + frames + fixed + after,
+            data if valid else None,
+            data,
+        )
+
+
 # ------------------------------------------------------------------------- running
 
 COMMANDS = {
     "decompress": ["decompress", "-o", "out", "in.mz"],
     "info": ["info", "in.mz"],
+    # A slice of the original (the case's span, START:END): through the seek index of a
+    # single version-4 stream, decoding only the frames that hold it; any other file is
+    # decoded from its start.
+    "range": ["decompress", "--range", "{span}", "-o", "out", "in.mz"],
 }
+WRITES = ("decompress", "range")  # the commands that write "out" when they succeed
+
+
+def argv_of(case, command):
+    """The command line of ``command`` on ``case``."""
+    span = f"{case.span[0]}:{case.span[1]}"
+    return [span if a == "{span}" else a for a in COMMANDS[command]]
 
 
 @dataclass
@@ -638,6 +1061,16 @@ class Run:
     address_space: int = None  # RLIMIT_AS of the process that ran it
     note: str = ""  # why the run did not end
 
+    @property
+    def wanted(self):
+        """What the command must have written if it exits 0; None: it must fail (the file
+        is refused, or the range is past the end of what the file holds)."""
+        if self.command == "range":
+            start, end = self.case.span
+            ranged = self.case.ranged
+            return ranged[start:end] if ranged is not None and end <= len(ranged) else None
+        return self.case.expected
+
     def failures(self):
         """Every rule this run breaks (empty: it behaved)."""
         out = []
@@ -646,8 +1079,11 @@ class Run:
         if "Traceback" in self.stderr or "MemoryError" in self.stderr:
             out.append("traceback")
         if self.code == 0:
-            if self.command == "decompress" and self.output != self.case.expected:
-                out.append("wrong output" if self.output is not None else "no output")
+            if self.command in WRITES and self.output != self.wanted:
+                if self.wanted is None:
+                    out.append("wrong output (exit 0 where it must fail)")
+                else:
+                    out.append("wrong output" if self.output is not None else "no output")
             if self.command == "info" and not self.stdout.startswith(b"in.mz:\n"):
                 out.append("info printed no header")
         else:
@@ -656,9 +1092,7 @@ class Run:
                 out.append(f"exit code {self.code}")
             if not line.startswith("mambazip: ") or "\n" in line:
                 out.append(f"not one line on stderr ({self.stderr.count(chr(10))} lines)")
-        expected = (
-            {"in.mz", "out"} if self.code == 0 and self.command == "decompress" else {"in.mz"}
-        )
+        expected = {"in.mz", "out"} if self.code == 0 and self.command in WRITES else {"in.mz"}
         if set(self.files) != expected or self.tmp_files:
             out.append("leftover " + ", ".join(sorted(set(self.files) - expected) + self.tmp_files))
         if not self.input_intact:
@@ -669,10 +1103,16 @@ class Run:
             out.append(f"{self.seconds:.1f} s")
         return out
 
+    @property
+    def label(self):
+        if self.command == "range":
+            return f"range {self.case.span[0]}:{self.case.span[1]}"
+        return self.command
+
     def summary(self):
         last = self.stderr.strip().splitlines()[-1:] or [""]
         return (
-            f"{self.case.id} [{self.command}] exit {self.code}, {self.seconds:.2f} s, "
+            f"{self.case.id} [{self.label}] exit {self.code}, {self.seconds:.2f} s, "
             f"{self.rss / 1e6:.0f} MB: {'; '.join(self.failures())}; stderr: {last[0][:200]}"
         )
 
@@ -789,7 +1229,7 @@ def _run_one(case, command, work, tmpdir, worker, timeout, keep):
     cdir.mkdir()
     (cdir / "in.mz").write_bytes(case.blob)
     run = Run(case, command)
-    argv = COMMANDS[command]
+    argv = argv_of(case, command)
     start = time.perf_counter()
     if worker is None:
         reply = _subprocess_run(argv, cdir, tmpdir, timeout)
@@ -900,6 +1340,7 @@ def worker_main():
         os.dup2(err_fd, 2)
         gc.collect()  # what earlier cases left in reference cycles is not this one's memory
         _peak_rss_reset()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         escaped = False
         try:
             entry.run(argv)
@@ -914,6 +1355,11 @@ def worker_main():
                 sys.stdout.flush()
                 sys.stderr.flush()
             rss = _peak_rss()
+            # Frames decoded in worker processes (--jobs): the largest child reaped during
+            # this run, when it is larger than any before (ru_maxrss is a maximum over all).
+            after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            if after > children:
+                rss = max(rss, after * 1024)
             os.dup2(devnull, 1)
             os.dup2(log, 2)
         return code, escaped, rss
@@ -1008,6 +1454,15 @@ def main(argv=None):
     )
     parser.add_argument("--only", action="append", metavar="ID", help="run only these case ids")
     parser.add_argument("--grep", metavar="TEXT", help="run only the cases whose id contains TEXT")
+    parser.add_argument(
+        "--folder",
+        action="append",
+        metavar="VN",
+        help="run only the cases of these golden folders (v4: the format version 4 files)",
+    )
+    parser.add_argument(
+        "--category", action="append", metavar="KIND", help="run only these kinds of mutation"
+    )
     parser.add_argument("--command", action="append", choices=sorted(COMMANDS))
     parser.add_argument(
         "--subprocess",
@@ -1030,6 +1485,10 @@ def main(argv=None):
         todo = [c for c in todo if c.id in set(args.only)]
     if args.grep:
         todo = [c for c in todo if args.grep in c.id]
+    if args.folder:
+        todo = [c for c in todo if c.id.split("/")[0] in set(args.folder)]
+    if args.category:
+        todo = [c for c in todo if c.category in set(args.category)]
     if args.list:
         print("\n".join(c.id for c in todo))
         return 0
@@ -1052,7 +1511,7 @@ def main(argv=None):
         records = [
             {
                 "id": r.case.id,
-                "command": r.command,
+                "command": r.label,
                 "code": r.code,
                 "seconds": r.seconds,
                 "rss": r.rss,

@@ -35,7 +35,7 @@ behind), 2 usage error, 128 + signal when stopped by one (130 Ctrl-C, 143 SIGTER
 129 SIGHUP; the temporary output is removed)."""
 
 SHORT_USAGE = (
-    "usage: mambazip compress|decompress|info|score|convert [OPTIONS] [FILES]... "
+    "usage: mambazip compress|decompress|info|score|convert|train [OPTIONS] [FILES]... "
     "(mambazip -d FILE decompresses; mambazip --help for more)"
 )
 

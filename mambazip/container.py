@@ -4,10 +4,12 @@
     version      u16 LE
     header_len   u32 LE    at most MAX_HEADER
     header       JSON      {"settings": {...}, "block_size": n, "model_sha256": null | hex,
-                            "model_resume": bool (only with a model),
-                            version 3 only: "name": str, "mtime": int, "size": int (each
+                            "model_resume": bool (only with a model; from version 4
+                            only when true),
+                            from version 3: "name": str, "mtime": int, "size": int (each
                             optional); "settings" holds only what differs from V3_BASE;
-                            "settings" and "block_size" may be left out of an empty stream}
+                            "settings" and "block_size" may be left out of an empty stream;
+                            version 4: "frame_size": int}
     header_crc   u32 LE    CRC32 of the header bytes
     blocks       each: u32 n_bytes (1..block_size), u32 n_words, n_words u32 LE range-coder
                  words; version 3: n_words = STORED means n_bytes raw bytes follow instead
@@ -112,8 +114,10 @@ def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model
     if settings is not None:
         fields["settings"] = settings_diff(settings) if version >= 3 else settings.to_dict()
         fields["block_size"] = block_size
-    if model_sha256 is not None:
-        # Only with a model, so that files without one keep their bytes.
+    if model_sha256 is not None and (version < 4 or model_resume):
+        # Only with a model, so that files without one keep their bytes; from version 4
+        # only when true (false is what an absent field reads as), since a small file
+        # started from a prior pays for every byte of its header.
         fields["model_resume"] = bool(model_resume)
     if extras is not None:
         fields.update({k: v for k, v in extras.items() if v is not None})

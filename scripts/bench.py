@@ -115,13 +115,16 @@ def mambazip_command() -> list[str]:
 ABLATIONS = (("--mix", "none"), ("--mix", "cm"))
 
 
-def mambazip_variants(presets: list[str], extra: list[str], ablate=False) -> list[Compressor]:
+def mambazip_variants(presets: list[str], extra: list[str], ablate=False,
+                      scratch=False) -> list[Compressor]:  # fmt: skip
     """One mambazip compressor per preset, each with the extra CLI options; with ``ablate``,
-    also the Mamba alone (--mix none) and the context models alone (--mix cm) per preset."""
+    also the Mamba alone (--mix none) and the context models alone (--mix cm) per preset;
+    with ``scratch``, also the preset from the seeded init instead of its prior."""
     exe = tuple(mambazip_command())
     variants = []
     for preset in presets:
-        for options in (*(ABLATIONS if ablate else ()), ()):
+        extras = (*(ABLATIONS if ablate else ()), *((("--prior", "none"),) if scratch else ()))
+        for options in (*extras, ()):
             args = [*options, *extra]
             name = " ".join(["mambazip", preset, *args])
             comp = (*exe, "compress", "-q", "--preset", preset, *args, "-o", "{out}", "{in}")
@@ -613,6 +616,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "(--mix cm): what each part of the predictor is worth",
     )
     p.add_argument(
+        "--scratch",
+        action="store_true",
+        help="per preset, also a row started from the seeded init (--prior none) instead of "
+        "the preset's pretrained prior: what the prior is worth",
+    )
+    p.add_argument(
         "--no-baselines",
         action="store_true",
         help="mambazip only: leave out xz, bzip2, zstd and the optional peers",
@@ -659,7 +668,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     files = input_files(args.files)
     presets = args.preset or sorted(p.stem for p in (REPO / "models").glob("*.json"))
-    variants = mambazip_variants(presets, shlex.split(args.mambazip_args), args.ablate)
+    variants = mambazip_variants(presets, shlex.split(args.mambazip_args), args.ablate,
+                                 args.scratch)  # fmt: skip
     optional, missing = available_optional()
     baselines = [] if args.no_baselines else [*BASELINES, *optional]
     compressors = [*variants, *baselines]

@@ -9,7 +9,8 @@
                             from version 3: "name": str, "mtime": int, "size": int (each
                             optional); "settings" holds only what differs from V3_BASE;
                             "settings" and "block_size" may be left out of an empty stream;
-                            version 4: "frame_size": int}
+                            version 4: "frame_size": int; block and frame sizes equal to
+                            V4_SIZES are left out}
     header_crc   u32 LE    CRC32 of the header bytes
     blocks       each: u32 n_bytes (1..block_size), u32 n_words, n_words u32 LE range-coder
                  words; version 3: n_words = STORED means n_bytes raw bytes follow instead
@@ -64,6 +65,9 @@ MAX_NAME = 4096  # bytes of UTF-8 in a stored file name
 MAX_MTIME = 253402300800  # 10000-01-01: every later second is a corrupt header, not a date
 STORED = 0xFFFFFFFF  # n_words of a block stored raw (version 3)
 MAX_FRAME = 1 << 40
+# A version-4 header leaves out a block or frame size equal to these (the defaults of the
+# release that made version 4): part of the format, never edited.
+V4_SIZES = {"block_size": 1 << 16, "frame_size": 4 << 20}
 INDEX_MAGIC = b"MZINDEX\x1a"
 _U32 = struct.Struct("<I")
 _PREFIX = struct.Struct("<8sHI")
@@ -113,7 +117,8 @@ def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model
     fields = {} if version >= 3 and model_sha256 is None else {"model_sha256": model_sha256}
     if settings is not None:
         fields["settings"] = settings_diff(settings) if version >= 3 else settings.to_dict()
-        fields["block_size"] = block_size
+        if version < 4 or block_size != V4_SIZES["block_size"]:
+            fields["block_size"] = block_size
     if model_sha256 is not None and (version < 4 or model_resume):
         # Only with a model, so that files without one keep their bytes; from version 4
         # only when true (false is what an absent field reads as), since a small file
@@ -121,7 +126,7 @@ def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model
         fields["model_resume"] = bool(model_resume)
     if extras is not None:
         fields.update({k: v for k, v in extras.items() if v is not None})
-    if framed:
+    if framed and frame_size != V4_SIZES["frame_size"]:
         fields["frame_size"] = frame_size
     header = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     f.write(_PREFIX.pack(MAGIC, version, len(header)))
@@ -177,11 +182,15 @@ def _parse(raw, version):
         stored = None if empty else header["settings"]
         settings = None if empty else (settings_from_diff(stored) if version >= 3 else
                                        Settings.from_dict(stored))  # fmt: skip
-        block_size = None if empty else header["block_size"]
+        if version >= 4:
+            block_size = header.get("block_size", V4_SIZES["block_size"])
+            frame_size = header.get("frame_size", V4_SIZES["frame_size"])
+        else:
+            block_size = None if empty else header["block_size"]
+            frame_size = header.get("frame_size")
         sha = header.get("model_sha256")
         resume = header.get("model_resume", False)
         extras = {k: header.get(k) for k in ("name", "mtime", "size")}
-        frame_size = header["frame_size"] if version >= 4 else header.get("frame_size")
     except (KeyError, TypeError, ConfigError) as exc:
         raise FormatError(f"corrupt header: {exc}") from None
     if not empty and not (_is_int(block_size) and 1 <= block_size <= MAX_BLOCK):

@@ -417,18 +417,19 @@ def write_index(f, entries, length, crc):
     f.write(_U32.pack(0) + body + tail)
 
 
-def read_index(f, n_frames, packed_start):
+def read_index(f, n_frames, packed_start, frame_size):
     """The index after its mark, read in order by a reader that has read ``n_frames``
-    frames; ``packed_start``: the stream offset of the first frame."""
+    frames; ``packed_start``: the stream offset of the first frame; ``frame_size``: the
+    header's."""
     (declared,) = _U32.unpack(_read_exact(f, _U32.size, "index"))
     if declared != n_frames:
         raise FormatError(f"corrupt index: {declared} frames listed, {n_frames} in the stream")
     body = _U32.pack(declared) + _read_exact(f, _ENTRY.size * declared + _TRAILER.size, "index")
     tail = _read_exact(f, _INDEX_TAIL.size, "index")
-    return _parse_index(body, tail, packed_start)
+    return _parse_index(body, tail, packed_start, frame_size)
 
 
-def _parse_index(body, tail, packed_start):
+def _parse_index(body, tail, packed_start, frame_size):
     crc, index_len, magic = _INDEX_TAIL.unpack(tail)
     if magic != INDEX_MAGIC:
         raise FormatError("corrupt index: bad magic bytes")
@@ -442,8 +443,11 @@ def _parse_index(body, tail, packed_start):
     frames, packed, offset = [], packed_start, 0
     for i in range(n):
         packed_size, size, frame_crc = _ENTRY.unpack_from(body, _U32.size + i * _ENTRY.size)
-        if size == 0:
-            raise FormatError(f"corrupt index: frame {i + 1} is empty")
+        # A frame's place in the original is its number times the frame size: a reader of a
+        # slice trusts the listed sizes only as far as they are the cuts a writer makes.
+        if size == 0 or (frame_size and size > frame_size) or (i < n - 1 and size != frame_size):
+            raise FormatError(f"corrupt index: frame {i + 1} of {size} bytes, frame size "
+                              f"{frame_size}")  # fmt: skip
         frames.append(Frame(packed, packed_size, offset, size, frame_crc))
         packed, offset = packed + packed_size, offset + size
     length, total_crc = _TRAILER.unpack_from(body, _U32.size + n * _ENTRY.size)
@@ -465,7 +469,7 @@ def index_from_end(f):
         return None
     end = f.seek(0, 2)
     try:
-        index, index_len = _index_at(f, packed_start, end)
+        index, index_len = _index_at(f, packed_start, end, header["frame_size"])
     except FormatError:
         return None
     if packed_start + sum(fr.packed_size for fr in index.frames) != end - index_len:
@@ -473,7 +477,7 @@ def index_from_end(f):
     return header, index
 
 
-def _index_at(f, packed_start, end):
+def _index_at(f, packed_start, end, frame_size):
     if end - packed_start < INDEX_FIXED:
         raise FormatError("truncated file: no seek index at the end")
     f.seek(end - _INDEX_TAIL.size)
@@ -485,7 +489,7 @@ def _index_at(f, packed_start, end):
     if _read_exact(f, _U32.size, "index") != _U32.pack(0):
         raise FormatError("corrupt index: no mark before it")
     body = _read_exact(f, index_len - _U32.size - _INDEX_TAIL.size, "index")
-    return _parse_index(body, tail, packed_start), index_len
+    return _parse_index(body, tail, packed_start, frame_size), index_len
 
 
 def scan_frames(f, header):
@@ -495,7 +499,7 @@ def scan_frames(f, header):
     sizes = []
     while (raw := read_frame(f, header["block_size"], header["frame_size"])) is not None:
         sizes.append(len(raw))
-    index = read_index(f, len(sizes), packed_start)
+    index = read_index(f, len(sizes), packed_start, header["frame_size"])
     if [fr.packed_size for fr in index.frames] != sizes:
         raise FormatError("corrupt index: its sizes do not match the frames")
     return index

@@ -273,7 +273,7 @@ def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=
                 progress(len(data), 0.0)
 
         _in_order(coder, jobs, scheduler, frames(), write)
-    index = container.read_index(src, len(entries), packed_start)
+    index = container.read_index(src, len(entries), packed_start, frame_size)
     listed = [(fr.packed_size, fr.size, fr.crc) for fr in index.frames]
     if listed != entries or (index.length, index.crc) != (out.count, out.crc):
         raise FormatError("corrupt index: it does not match the frames")

@@ -267,6 +267,22 @@ def test_an_index_that_does_not_match_the_frames_is_refused(settings):
         codec.decompress_range(io.BytesIO(out.getvalue()), io.BytesIO(), 1500, 1600)
 
 
+def test_an_index_whose_sizes_are_not_the_cuts_of_the_frame_size_is_refused(settings):
+    """Found by the fuzzer: entry sizes that agree with each other, the total and the index
+    CRC but not with the frame size would place a slice's frames at the wrong offsets."""
+    data = TEXT[:2500]
+    blob = framed(data, settings, 1000)[0]
+    _, index = container.index_from_end(io.BytesIO(blob))
+    start = index.frames[-1].packed_offset + index.frames[-1].packed_size
+    out = io.BytesIO()
+    out.write(blob[:start])
+    entries = [(fr.packed_size, fr.size, fr.crc) for fr in index.frames]
+    entries[0] = (entries[0][0], 1, entries[0][2])
+    container.write_index(out, entries, sum(e[1] for e in entries), index.crc)
+    with pytest.raises(FormatError, match="corrupt index"):
+        codec.decompress_range(io.BytesIO(out.getvalue()), io.BytesIO(), 993, 1007)
+
+
 def test_info_lists_the_frames(run_cli, framed_file):
     path, _ = framed_file
     result = run_cli("info", path)

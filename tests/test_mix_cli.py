@@ -10,6 +10,7 @@ from conftest import TINY_FLAGS
 
 import mambazip
 from mambazip import container
+from mambazip.frames import DEFAULT_FRAME
 
 
 def header_settings(blob):
@@ -42,7 +43,7 @@ def test_mix_none_codes_the_blocks_the_library_codes_for_the_mamba_alone(run_cli
     frame_and_index = packed[14 + cli_len + 4 :]
     assert frame_and_index[: len(body)] == body
     index = io.BytesIO(frame_and_index[len(body) + 4 :])
-    [frame] = container.read_index(index, 1, 0).frames
+    [frame] = container.read_index(index, 1, 0, DEFAULT_FRAME).frames
     assert (frame.packed_size, frame.size) == (len(body), sample_file.stat().st_size)
 
 

@@ -4,6 +4,7 @@ one block, or by the frames in flight.
 """
 
 import io
+import math
 import time
 
 from . import container, frames, priors
@@ -79,11 +80,11 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
                                      frame_size=frame_size if framed else None)  # fmt: skip
     stats = Stats()
     if framed:
-        coder = frames.FrameCoder(settings, block_size, model, resume, replay_chunk)
+        coder = frames.FrameCoder(settings, block_size, frame_size, model, resume, replay_chunk)
         jobs = frames.plan_jobs(settings, jobs, frame_size, block_size, replay_chunk, memlimit,
                                 size)  # fmt: skip
-        predictor = frames.compress_frames(src, out, coder, frame_size, block, jobs, scheduler,
-                                           stats, progress)  # fmt: skip
+        predictor = frames.compress_frames(src, out, coder, block, jobs, scheduler, stats,
+                                           progress, memlimit)  # fmt: skip
         if predictor is not None and stats.frames == 1:
             predictor.finish()
             stats.learner = predictor.learner
@@ -169,11 +170,11 @@ def _decompress_frames(src, dst, header, stats, progress, model, resume, replay_
     settings, block_size = header["settings"], header["block_size"]
     frame_size = header["frame_size"]
     _check_memory(settings, replay_chunk, memlimit)
-    coder = frames.FrameCoder(settings, block_size, model, resume, replay_chunk)
+    coder = frames.FrameCoder(settings, block_size, frame_size, model, resume, replay_chunk)
     jobs = frames.plan_jobs(settings, jobs, frame_size, block_size, replay_chunk, memlimit,
                             header["size"])  # fmt: skip
     predictor = frames.decompress_frames(src, dst, header, coder, jobs, scheduler, stats,
-                                         progress)  # fmt: skip
+                                         progress, memlimit)  # fmt: skip
     if predictor is None:
         return None
     predictor.finish()
@@ -185,16 +186,20 @@ def decompress_range(f, dst, start, end, progress=None, model=None, resume=False
     """Write bytes [start, end) of the original of the seekable .mz file ``f`` to ``dst``
     (``end`` None: to the end). A single framed stream decodes only the frames that hold
     them, found in its seek index; any other file is decoded from its start. A range past
-    the end of the original is refused (RangeError), and nothing is written then."""
+    the end of the original is refused (RangeError): before anything is written when the
+    index is read, after the part that exists otherwise (the command line writes to a
+    temporary file, removed on any error)."""
     begin = time.perf_counter()
     located = container.index_from_end(f)
     f.seek(0)
     if located is None:
-        whole = io.BytesIO()
-        stats = decompress_stream(f, whole, progress, model, resume, replay_chunk, memlimit,
-                                  jobs=jobs, scheduler=scheduler)  # fmt: skip
+        # Decoded whole (to check every checksum), kept only where the slice falls; whether
+        # the slice fits is known only at the end, and then nothing has been written yet
+        # (the command line's output is a temporary file until it succeeds).
+        stats = decompress_stream(f, frames.Slice(dst, start, math.inf if end is None else end),
+                                  progress, model, resume, replay_chunk, memlimit, jobs=jobs,
+                                  scheduler=scheduler)  # fmt: skip
         end = _check_range(start, end, stats.original_bytes)
-        dst.write(whole.getbuffer()[start:end])
     else:
         header, index = located
         end = _check_range(start, end, index.length)
@@ -202,13 +207,14 @@ def decompress_range(f, dst, start, end, progress=None, model=None, resume=False
         _check_model(header, model, resume)
         settings, block_size = header["settings"], header["block_size"]
         _check_memory(settings, replay_chunk, memlimit)
-        coder = frames.FrameCoder(settings, block_size, model, resume, replay_chunk)
+        coder = frames.FrameCoder(settings, block_size, header["frame_size"], model, resume,
+                                  replay_chunk)  # fmt: skip
         wanted = len(index.overlapping(start, end))
         jobs = frames.plan_jobs(settings, jobs, header["frame_size"], block_size, replay_chunk,
                                 memlimit, wanted * header["frame_size"])  # fmt: skip
         stats = Stats(name=header["name"], mtime=header["mtime"])
         stats.frames = frames.decode_range(f, dst, header, index, start, end, coder, jobs,
-                                           scheduler, progress)  # fmt: skip
+                                           scheduler, progress, memlimit)  # fmt: skip
     stats.original_bytes = end - start
     stats.seconds = time.perf_counter() - begin
     return stats
@@ -216,7 +222,9 @@ def decompress_range(f, dst, start, end, progress=None, model=None, resume=False
 
 def _check_range(start, end, length):
     end = length if end is None else end
-    if not 0 <= start <= end <= length:
+    if not 0 <= start <= end:
+        raise RangeError(f"range {start}:{end} is not START:END with 0 <= START <= END")
+    if end > length:
         raise RangeError(f"range {start}:{end} is past the end of the original ({length} bytes)")
     return end
 

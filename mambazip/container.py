@@ -343,14 +343,24 @@ def max_frame_bytes(frame_size, block_size):
     return blocks * per_block + _U32.size + _TRAILER.size
 
 
-def read_frame(f, block_size, frame_size):
+def read_frame(f, block_size, frame_size, keep=True):
     """The raw bytes of the next frame (its blocks and end), checked block by block against
-    the header's sizes but not decoded; None when the index's mark comes instead (the mark
-    is then consumed: ``read_index`` reads on)."""
-    (n_bytes,) = _U32.unpack(_read_exact(f, _U32.size, "frame"))
+    the header's sizes but not decoded (``keep`` False: only their number, holding no more
+    than a block); None when the index's mark comes instead (the mark is then consumed:
+    ``read_index`` reads on)."""
+    raw = _read_exact(f, _U32.size, "frame")
+    (n_bytes,) = _U32.unpack(raw)
     if n_bytes == 0:
         return None
-    parts = [_U32.pack(n_bytes)]
+    parts, count = [], 0
+
+    def take(data):
+        nonlocal count
+        count += len(data)
+        if keep:
+            parts.append(data)
+
+    take(raw)
     total = 0
     while n_bytes:
         if n_bytes > block_size:
@@ -359,16 +369,16 @@ def read_frame(f, block_size, frame_size):
         if frame_size and total > frame_size:
             raise FormatError(f"corrupt frame: more than the frame size of {frame_size} bytes")
         raw = _read_exact(f, _U32.size, "block header")
+        take(raw)
         (n_words,) = _U32.unpack(raw)
         if n_words != STORED and n_words > max_words(n_bytes):
             raise FormatError(f"corrupt block: {n_words} words for {n_bytes} bytes")
-        size = n_bytes if n_words == STORED else 4 * n_words
-        parts += [raw, _read_exact(f, size, "block payload")]
+        take(_read_exact(f, n_bytes if n_words == STORED else 4 * n_words, "block payload"))
         raw = _read_exact(f, _U32.size, "block header")
+        take(raw)
         (n_bytes,) = _U32.unpack(raw)
-        parts.append(raw)
-    parts.append(_read_exact(f, _TRAILER.size, "frame end"))
-    return b"".join(parts)
+    take(_read_exact(f, _TRAILER.size, "frame end"))
+    return b"".join(parts) if keep else count
 
 
 def frame_blocks(f, header):
@@ -440,6 +450,8 @@ def _parse_index(body, tail, packed_start, frame_size):
     (n,) = _U32.unpack_from(body)
     if len(body) != _U32.size + n * _ENTRY.size + _TRAILER.size:
         raise FormatError(f"corrupt index: {n} frames declared in {len(body)} bytes")
+    if n == 0:  # an empty input is written as the empty stream of version 3
+        raise FormatError("corrupt index: no frames")
     frames, packed, offset = [], packed_start, 0
     for i in range(n):
         packed_size, size, frame_crc = _ENTRY.unpack_from(body, _U32.size + i * _ENTRY.size)
@@ -497,8 +509,8 @@ def scan_frames(f, header):
     each frame checked block by block against it but not decoded."""
     packed_start = f.tell()
     sizes = []
-    while (raw := read_frame(f, header["block_size"], header["frame_size"])) is not None:
-        sizes.append(len(raw))
+    while (size := read_frame(f, header["block_size"], header["frame_size"], False)) is not None:
+        sizes.append(size)
     index = read_index(f, len(sizes), packed_start, header["frame_size"])
     if [fr.packed_size for fr in index.frames] != sizes:
         raise FormatError("corrupt index: its sizes do not match the frames")

@@ -36,9 +36,15 @@ class FrameCoder:
 
     settings: Settings
     block_size: int
+    frame_size: int
     model: object = None  # a checkpoint.Checkpoint every frame starts from
     resume: bool = False
     replay_chunk: int = None
+
+    @property
+    def frame_buffer_bytes(self):
+        """What the parent holds of one frame in flight: its original and coded bytes."""
+        return self.frame_size + container.max_frame_bytes(self.frame_size, self.block_size)
 
     def predictor(self):
         return Predictor(self.settings, self.model, self.resume, self.replay_chunk)
@@ -105,11 +111,18 @@ def _executor(coder, jobs, scheduler):
     return workers.Serial(coder)
 
 
-def _in_order(coder, jobs, scheduler, tasks, on_result):
+def _here(frame_size, jobs, scheduler):
+    """Whether frames are coded in this process as they stream, a block at a time: with one
+    job, and for frames of any length (frame size 0), which no worker should buffer."""
+    return frame_size == 0 or (jobs == 1 and scheduler is None)
+
+
+def _in_order(coder, jobs, scheduler, tasks, on_result, memlimit=None):
     """Run ``tasks`` ((method, args, context) from an iterator) on the executor of ``jobs``
-    and ``scheduler``, at most 2 * slots in flight, and give each (result, context) to
-    ``on_result`` in order. On any error or signal the executor is ended at once. A single
-    task runs here: starting workers would cost more than it saves."""
+    and ``scheduler``, at most 2 * slots in flight (fewer if ``memlimit`` cannot hold that
+    many frames in and out), and give each (result, context) to ``on_result`` in order. On
+    any error or signal the executor is ended at once. A single task runs here: starting
+    workers would cost more than it saves."""
     tasks = iter(tasks)
     first = next(tasks, None)
     second = next(tasks, None) if first is not None else None
@@ -119,11 +132,13 @@ def _in_order(coder, jobs, scheduler, tasks, on_result):
             on_result(getattr(coder, method)(*args), context)
         return
     pool = _executor(coder, jobs, scheduler)
+    limit = DEFAULT_MEMLIMIT if memlimit is None else memlimit
+    depth = max(1, min(2 * pool.slots, limit // coder.frame_buffer_bytes))
     pending = collections.deque()
     try:
         for method, args, context in itertools.chain((first, second), tasks):
             pending.append((pool.submit(method, *args), context))
-            while len(pending) >= 2 * pool.slots:
+            while len(pending) >= depth:
                 handle, ctx = pending.popleft()
                 on_result(handle.result(), ctx)
         while pending:
@@ -170,14 +185,16 @@ class _Reader:
         return self._take(self.frame_size)
 
 
-def compress_frames(src, out, coder, frame_size, first, jobs, scheduler, stats, progress=None):
+def compress_frames(src, out, coder, first, jobs, scheduler, stats, progress=None,
+                    memlimit=None):  # fmt: skip
     """Code the frames of ``first`` (bytes already read) and the rest of ``src`` into
     ``out`` (after the header), then the index; adds to ``stats``. Returns the predictor
     the last frame ended in when the frames were coded here (None from workers)."""
+    frame_size = coder.frame_size
     reader = _Reader(src, first, frame_size, coder.block_size)
     entries = []
     predictor = None
-    if jobs == 1 and scheduler is None:
+    if _here(frame_size, jobs, scheduler):
         while reader.next_frame():
             start, before = out.count, stats.original_bytes
             crc, predictor = coder.encode_stream(reader.block, out, stats, progress)
@@ -198,7 +215,7 @@ def compress_frames(src, out, coder, frame_size, first, jobs, scheduler, stats, 
             if progress:
                 progress(n, bits)
 
-        _in_order(coder, jobs, scheduler, frames(), write)
+        _in_order(coder, jobs, scheduler, frames(), write, memlimit)
     container.write_index(out, entries, stats.original_bytes, reader.crc)
     stats.frames += len(entries)
     return predictor
@@ -228,7 +245,8 @@ class _Checked:
         self.f.write(data)
 
 
-def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=None):
+def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=None,
+                      memlimit=None):  # fmt: skip
     """Decode the frames of a version-4 stream from ``src`` (a ``codec._Counting`` after the
     header) into ``dst``, then check them against the index; adds to ``stats``. Returns the
     predictor the last frame ended in when the frames were decoded here."""
@@ -244,7 +262,7 @@ def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=
             raise FormatError(f"corrupt file: {_where(number, frame_size)} follows a frame "
                               f"shorter than the frame size")  # fmt: skip
 
-    if jobs == 1 and scheduler is None:
+    if _here(frame_size, jobs, scheduler):
         while src.peek(4) != _MARK:
             full_before(len(entries))
             start = src.count
@@ -272,7 +290,7 @@ def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=
             if progress:
                 progress(len(data), 0.0)
 
-        _in_order(coder, jobs, scheduler, frames(), write)
+        _in_order(coder, jobs, scheduler, frames(), write, memlimit)
     index = container.read_index(src, len(entries), packed_start, frame_size)
     listed = [(fr.packed_size, fr.size, fr.crc) for fr in index.frames]
     if listed != entries or (index.length, index.crc) != (out.count, out.crc):
@@ -285,12 +303,45 @@ def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=
 _MARK = b"\0\0\0\0"  # the index's mark where a frame's first block would start
 
 
-def decode_range(f, dst, header, index, start, end, coder, jobs, scheduler, progress=None):
+class Slice:
+    """Passes on to ``f`` only the bytes [start, end) of what is written through it."""
+
+    def __init__(self, f, start, end, offset=0):
+        self.f, self.start, self.end, self.at = f, start, end, offset
+
+    def write(self, data):
+        begin, self.at = self.at, self.at + len(data)
+        low, high = max(self.start - begin, 0), min(self.end, self.at) - begin
+        if low < high:
+            self.f.write(data[low:high])
+
+
+def decode_range(f, dst, header, index, start, end, coder, jobs, scheduler, progress=None,
+                 memlimit=None):  # fmt: skip
     """Write the original's bytes [start, end) to ``dst``, decoding only the frames that hold
     them (``index``: ``container.index_from_end(f)``); returns how many that was."""
     frame_size, version = header["frame_size"], header["version"]
     wanted = index.overlapping(start, end)
     numbers = {fr: i for i, fr in enumerate(index.frames)}
+
+    def check(fr, size, crc):
+        if (size, crc) != (fr.size, fr.crc):
+            raise FormatError(f"corrupt index: {_where(numbers[fr], frame_size)} does not "
+                              f"match it")  # fmt: skip
+        if progress:
+            progress(fr.size, 0.0)
+
+    if _here(frame_size, jobs, scheduler):
+        for fr in wanted:
+            f.seek(fr.packed_offset)
+            out = Slice(dst, start, end, fr.offset)
+            blocks = container.frame_blocks(f, header)
+            size, crc, _ = _in_frame(numbers[fr], frame_size, coder.decode_stream, blocks, out)
+            if f.tell() != fr.packed_offset + fr.packed_size:
+                raise FormatError(f"corrupt index: {_where(numbers[fr], frame_size)} ends "
+                                  f"before the size it lists")  # fmt: skip
+            check(fr, size, crc)
+        return len(wanted)
 
     def frames():
         for fr in wanted:
@@ -301,12 +352,8 @@ def decode_range(f, dst, header, index, start, end, coder, jobs, scheduler, prog
             yield "decode_frame", (raw, frame_size, version, numbers[fr]), fr
 
     def write(data, fr):
-        if (len(data), zlib.crc32(data)) != (fr.size, fr.crc):
-            raise FormatError(f"corrupt index: {_where(numbers[fr], frame_size)} does not "
-                              f"match it")  # fmt: skip
-        dst.write(data[max(start - fr.offset, 0) : min(end, fr.offset + fr.size) - fr.offset])
-        if progress:
-            progress(fr.size, 0.0)
+        check(fr, len(data), zlib.crc32(data))
+        Slice(dst, start, end, fr.offset).write(data)
 
-    _in_order(coder, jobs, scheduler, frames(), write)
+    _in_order(coder, jobs, scheduler, frames(), write, memlimit)
     return len(wanted)

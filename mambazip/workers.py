@@ -7,11 +7,14 @@ a worker compiles or loads the Numba cache once, not once per frame. Output byte
 depend on where a frame was coded: every frame starts from the same coder.
 """
 
+import importlib.metadata
 import multiprocessing
 import os
 import signal
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
-from . import entry
+from . import container, entry
 from .errors import MambazipError
 
 POLL_SECONDS = 0.2  # how often a waiting parent looks for signals
@@ -74,32 +77,48 @@ def _wait(get, timeout_error):
 
 
 class _Pending:
-    def __init__(self, async_result):
-        self.async_result = async_result
+    def __init__(self, future):
+        self.future = future
 
     def result(self):
-        return _wait(self.async_result.get, multiprocessing.TimeoutError)
+        try:
+            return _wait(self.future.result, TimeoutError)
+        except BrokenProcessPool:
+            raise MambazipError(
+                "a worker process died (out of memory, or killed); nothing written"
+            ) from None
 
 
 class Processes:
     """A pool of ``jobs`` worker processes, started fresh (spawn): a forked child would
-    inherit the parent's threads and signal handlers mid-flight."""
+    inherit the parent's threads and signal handlers mid-flight. A worker that dies breaks
+    the pool, and waiting for its frame then fails at once instead of forever."""
 
     def __init__(self, coder, jobs):
         self.slots = jobs
-        context = multiprocessing.get_context("spawn")
-        self.pool = context.Pool(jobs, initializer=_start_worker, initargs=(coder,))
+        self.pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_start_worker, initargs=(coder,))  # fmt: skip
 
     def submit(self, method, *args):
-        return _Pending(self.pool.apply_async(_call, (method, *args)))
+        return _Pending(self.pool.submit(_call, method, *args))
 
     def close(self):
-        self.pool.close()
-        self.pool.join()
+        self.pool.shutdown()
 
     def abort(self):
-        self.pool.terminate()
-        self.pool.join()
+        # shutdown() lets running frames finish: the workers are ended now instead.
+        # ProcessPoolExecutor has no public way to do that before Python 3.14.
+        processes = list(getattr(self.pool, "_processes", {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join()
+
+
+def release():
+    """What a cluster's workers must share with us to write the same bytes."""
+    return importlib.metadata.version("mambazip"), container.VERSION
 
 
 def call_coder(coder, method, *args):
@@ -108,13 +127,28 @@ def call_coder(coder, method, *args):
 
 
 class _Future:
-    def __init__(self, future):
-        self.future = future
+    def __init__(self, future, cluster):
+        self.future, self.cluster = future, cluster
 
     def result(self):
         from dask.distributed import TimeoutError as DaskTimeout
 
-        return _wait(lambda seconds: self.future.result(timeout=seconds), DaskTimeout)
+        try:
+            value = _wait(lambda seconds: self.future.result(timeout=seconds), DaskTimeout)
+            # Dropping the last reference lets the cluster forget the frame.
+            self.cluster.tasks.discard(self.future)
+            return value
+        except (MambazipError, entry.Interrupted):
+            raise
+        except Exception as exc:  # KilledWorker, CancelledError, a lost scheduler, ...
+            raise MambazipError(
+                f"the Dask cluster at {self.cluster.address} failed to code a frame: "
+                f"{type(exc).__name__}: {_one_line(exc)}"
+            ) from None
+
+
+def _one_line(exc):
+    return " ".join(str(exc).split())[:200]
 
 
 class Cluster:
@@ -124,25 +158,47 @@ class Cluster:
     def __init__(self, coder, address):
         try:
             from dask.distributed import Client
+            from distributed.comm import parse_address
         except ImportError:
             raise MambazipError("--scheduler needs Dask: pip install 'mambazip[cluster]'") from None
+        self.address = address
         try:
+            scheme, _ = parse_address(address)
+            if scheme not in ("tcp", "tls", "ws", "wss", "ucx"):
+                raise ValueError(f"{scheme}:// is not a network address")
             self.client = Client(address, timeout="10s", set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise MambazipError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-        threads = sum(self.client.nthreads().values())
-        if threads == 0:
+        except Exception as exc:  # a bad address, refused, timed out: all one line
+            raise MambazipError(
+                f"cannot reach the Dask scheduler at {address!r}: {_one_line(exc)}"
+            ) from None
+        self.tasks = set()  # the frames in flight, to cancel on abort
+        try:
+            threads = sum(self.client.nthreads().values())
+            if threads == 0:
+                raise MambazipError(f"the Dask scheduler at {address} has no workers")
+            ours = release()
+            theirs = {w: tuple(r) for w, r in self.client.run(release).items()}
+            other = {w: r for w, r in theirs.items() if r != ours}
+            if other:
+                worker, (version, fmt) = next(iter(other.items()))
+                raise MambazipError(
+                    f"Dask worker {worker} runs mambazip {version} (format {fmt}), this is "
+                    f"{ours[0]} (format {ours[1]}): install the same release on every worker"
+                )
+            self.slots = threads
+            [self.coder] = self.client.scatter([coder], broadcast=True, hash=False)
+        except BaseException:
             self.client.close()
-            raise MambazipError(f"the Dask scheduler at {address} has no workers")
-        self.slots = threads
-        [self.coder] = self.client.scatter([coder], broadcast=True, hash=False)
+            raise
 
     def submit(self, method, *args):
-        return _Future(self.client.submit(call_coder, self.coder, method, *args, pure=False))
+        future = self.client.submit(call_coder, self.coder, method, *args, pure=False)
+        self.tasks.add(future)
+        return _Future(future, self)
 
     def close(self):
         self.client.close()
 
     def abort(self):
-        self.client.cancel([self.coder], force=True)
+        self.client.cancel([*self.tasks, self.coder], force=True)
         self.client.close()

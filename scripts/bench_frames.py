@@ -12,8 +12,12 @@ and worker start included):
 * decompress --range of 1 KB from the middle, against the time of one frame (--jobs 1
   decompress time over the number of frames).
 
+With ``--sizes`` it instead compresses the input once per frame size at --jobs 1 and reports
+bits/byte against one stream (what a frame size costs; the default was chosen so).
+
     .venv/bin/python scripts/bench_frames.py --preset fast --out benchmarks/frames.md
     .venv/bin/python scripts/bench_frames.py --preset default --size 4MiB
+    .venv/bin/python scripts/bench_frames.py --preset fast --sizes 256KiB,1MiB,4MiB,0
 
 Exit status is 0 only if every run succeeded and every output matched.
 """
@@ -103,6 +107,31 @@ def bench_preset(preset, data, frame, tmp, extra):
     return row
 
 
+def sweep_sizes(preset, data, sizes, tmp, extra):
+    """(frame size, bits/byte, compress seconds) per frame size, --jobs 1."""
+    src = tmp / "input.tar"
+    src.write_bytes(data)
+    rows = []
+    for frame in sizes:
+        out = tmp / "sweep.mz"
+        seconds = run(["compress", "--preset", preset, "-q", "-f", *extra, "-T", "1",
+                       "--frame-size", str(frame), "-o", str(out), str(src)])  # fmt: skip
+        rows.append((frame, 8 * out.stat().st_size / len(data), seconds))
+        print(f"{preset} frame {frame}: {rows[-1][1]:.4f} bits/byte, {seconds:.1f} s", flush=True)
+    return rows
+
+
+def sweep_table(preset, rows):
+    one = next(bits for frame, bits, _ in rows if frame == 0)
+    lines = ["| preset | frame size | bits/byte | vs one stream | compress s |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for frame, bits, seconds in rows:
+        name = "one stream" if frame == 0 else f"{frame / MIB:g} MiB"
+        lines.append(f"| {preset} | {name} | {bits:.4f} | {100 * (bits / one - 1):+.2f} % | "
+                     f"{seconds:.1f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def table(rows, size, frame):
     kb = size / 1000
     lines = [
@@ -127,6 +156,7 @@ def main():
     parser.add_argument("--preset", action="append", help="preset(s) to run (default: fast)")
     parser.add_argument("--size", default="4MiB", help="input bytes (default 4MiB)")
     parser.add_argument("--frame", default="1MiB", help="frame size (default 1MiB)")
+    parser.add_argument("--sizes", help="comma list of frame sizes to sweep (0: one stream)")
     parser.add_argument("--mambazip-args", default="", help="more compress arguments")
     parser.add_argument("--out", type=Path, help="also write the report here (markdown)")
     args = parser.parse_args()
@@ -135,11 +165,20 @@ def main():
 
     size, frame = parse_size(args.size), parse_size(args.frame)
     data = corpus_tar(size)
-    rows = []
+    rows, tables = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for preset in args.preset or ["fast"]:
-            rows.append(bench_preset(preset, data, frame, Path(tmp), args.mambazip_args.split()))
+            extra = args.mambazip_args.split()
+            if args.sizes:
+                sizes = [0 if s.strip() == "0" else parse_size(s) for s in args.sizes.split(",")]
+                sizes += [] if 0 in sizes else [0]
+                tables.append(sweep_table(preset, sweep_sizes(preset, data, sizes, Path(tmp),
+                                                              extra)))  # fmt: skip
+                continue
+            rows.append(bench_preset(preset, data, frame, Path(tmp), extra))
             print(table(rows[-1:], size, frame), flush=True)
+    if rows:
+        tables.append(table(rows, size, frame))
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cpu = platform.processor() or platform.machine()
     try:
@@ -152,7 +191,7 @@ def main():
         f"`python scripts/bench_frames.py {' '.join(sys.argv[1:])}` on {cpu}, "
         f"{os.cpu_count()} cores. Input: the first {size} bytes of a tar of the corpus "
         f"folders canterbury and calgary. Wall times of the command line, start-up and "
-        f"workers included; KB = 1000 bytes.\n\n{table(rows, size, frame)}\n"
+        f"workers included; KB = 1000 bytes.\n\n" + "\n\n".join(tables) + "\n"
     )
     print(report)
     if args.out:

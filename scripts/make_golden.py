@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import mambazip
+from mambazip import priors
 from mambazip.codec import compress_stream
 from mambazip.container import DEFAULT_BLOCK, VERSION, format_version
 from mambazip.predictor import SMALL
@@ -124,6 +125,14 @@ CASES = {
             {},
             {"mix": "preset", "extras": NAMED, "frame_size": 4 << 20},
         ),
+        # Started from the default preset's prior (one golden file per prior ever shipped:
+        # add one named after each new prior, by the code of the release that ships it).
+        "default-prior-PRIOR": (
+            TEXT[:600],
+            {},
+            {},
+            {"mix": "preset", "extras": NAMED, "frame_size": 256, "prior": "default"},
+        ),
     },
 }
 
@@ -147,8 +156,9 @@ def compress_case(data, settings, options):
     if not options:
         return mambazip.compress(data, settings)
     out = io.BytesIO()
+    model = priors.for_settings(options["prior"], settings) if "prior" in options else None
     compress_stream(io.BytesIO(data), out, settings, options.get("block_size", DEFAULT_BLOCK),
-                    stored_blocks=True, frame_size=options.get("frame_size"),
+                    stored_blocks=True, frame_size=options.get("frame_size"), model=model,
                     **options.get("extras", {}))  # fmt: skip
     return out.getvalue()
 
@@ -157,9 +167,11 @@ def main(only=None):
     """Write the current version's cases, or only the case named ``only``."""
     GOLDEN.mkdir(parents=True, exist_ok=True)
     for name, (data, model, train, *rest) in CASES[VERSION].items():
+        options = rest[0] if rest else {}
+        if "prior" in options:
+            name = name.replace("PRIOR", priors.preset_prior(options["prior"])[:16])
         if only is not None and name != only:
             continue
-        options = rest[0] if rest else {}
         settings = settings_of(model, train, options)
         framed = "frame_size" in options
         assert format_version(settings, "extras" in options, framed) == VERSION, name

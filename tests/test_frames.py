@@ -130,22 +130,39 @@ def test_range_writes_exactly_that_slice(run_cli, framed_file, span):
 def test_range_decodes_only_the_frames_that_hold_it(framed_file, monkeypatch):
     path, data = framed_file
     decoded = []
-    original = frames.FrameCoder.decode_frame
+    original = frames.FrameCoder.decode_stream
 
-    def counting(self, raw, frame_size, version, number):
-        decoded.append(number)
-        return original(self, raw, frame_size, version, number)
+    def counting(self, blocks, dst, progress=None):
+        result = original(self, blocks, dst, progress)
+        decoded.append(result[:2])
+        return result
 
-    monkeypatch.setattr(frames.FrameCoder, "decode_frame", counting)
+    monkeypatch.setattr(frames.FrameCoder, "decode_stream", counting)
     out = io.BytesIO()
     with open(path, "rb") as f:
         codec.decompress_range(f, out, 1990, 2010)
     assert out.getvalue() == data[1990:2010]
-    assert decoded == [1, 2]
+    assert decoded == [(1000, zlib.crc32(data[1000:2000])), (1000, zlib.crc32(data[2000:3000]))]
     decoded.clear()
     with open(path, "rb") as f:
         codec.decompress_range(f, io.BytesIO(), 1500, 1500)
     assert decoded == []
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_range_of_a_file_of_one_frame_of_any_size(settings, jobs):
+    blob, _ = framed(TEXT, settings, 0)
+    out = io.BytesIO()
+    codec.decompress_range(io.BytesIO(blob), out, 100, 2100, jobs=jobs)
+    assert out.getvalue() == TEXT[100:2100]
+
+
+def test_frame_size_zero_with_a_scheduler_codes_here_and_never_loses_the_input(settings):
+    """Found in review: frames of any length went to the cluster path, which read frames of
+    0 bytes and wrote an empty file. They stream here instead (no worker should hold one)."""
+    blob, stats = framed(TEXT, settings, 0, scheduler="tcp://127.0.0.1:9")
+    assert stats.frames == 1
+    assert unpack(blob) == TEXT
 
 
 def test_a_range_past_the_end_is_one_line_and_writes_nothing(run_cli, framed_file, tmp_path):
@@ -384,9 +401,45 @@ def _children(pid):
         return []
 
 
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 def _alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def test_a_worker_that_dies_is_one_line_not_a_hang(tmp_path):
+    """Found in review: a pool worker killed (the OOM killer, kill -9) left the parent
+    waiting forever for its frame."""
+    src = tmp_path / "big.txt"
+    src.write_bytes(TEXT * 40)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mambazip", "compress", *TINY_FLAGS, "--frame-size", "8KiB",
+         "-T", "2", str(src)],
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    time.sleep(4.0)
+    workers = [pid for pid in _children(proc.pid) if b"spawn_main" in _cmdline(pid)]
+    os.kill(workers[-1], signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert err.decode().count("\n") == 1 and "worker process died" in err.decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
+
+
+def test_a_version_4_stream_with_no_frames_is_refused(settings):
+    """The writer codes an empty input as the empty stream of version 3, never so."""
+    out = io.BytesIO()
+    container.write_header(out, settings, frame_size=1000)
+    container.write_index(out, [], 0, 0)
+    with pytest.raises(FormatError, match="no frames"):
+        unpack(out.getvalue())

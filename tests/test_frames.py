@@ -373,14 +373,7 @@ def test_an_unreachable_scheduler_is_one_line(run_cli, tmp_path):
 
 
 def test_sigterm_during_parallel_compression_leaves_nothing_and_ends_the_workers(tmp_path):
-    src = tmp_path / "big.txt"
-    src.write_bytes(TEXT * 40)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mambazip", "compress", *TINY_FLAGS, "--frame-size", "8KiB",
-         "-T", "2", str(src)],
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    time.sleep(4.0)  # the workers have started and are coding
+    proc = _compress_in_two_workers(tmp_path)  # the workers have started and are coding
     children = _children(proc.pid)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -391,6 +384,19 @@ def test_sigterm_during_parallel_compression_leaves_nothing_and_ends_the_workers
     while any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in children):
         assert time.monotonic() < deadline, "a worker outlived the command"
         time.sleep(0.1)
+
+
+def _compress_in_two_workers(tmp_path):
+    """``mambazip compress -T 2`` of 40 frames in a subprocess, once its workers code."""
+    src = tmp_path / "big.txt"
+    src.write_bytes(TEXT * 40)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mambazip", "compress", *TINY_FLAGS, "--frame-size", "8KiB",
+         "-T", "2", str(src)],
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    time.sleep(4.0)
+    return proc
 
 
 def _children(pid):
@@ -420,14 +426,7 @@ def _alive(pid):
 def test_a_worker_that_dies_is_one_line_not_a_hang(tmp_path):
     """Found in review: a pool worker killed (the OOM killer, kill -9) left the parent
     waiting forever for its frame."""
-    src = tmp_path / "big.txt"
-    src.write_bytes(TEXT * 40)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mambazip", "compress", *TINY_FLAGS, "--frame-size", "8KiB",
-         "-T", "2", str(src)],
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    time.sleep(4.0)
+    proc = _compress_in_two_workers(tmp_path)
     workers = [pid for pid in _children(proc.pid) if b"spawn_main" in _cmdline(pid)]
     os.kill(workers[-1], signal.SIGKILL)
     _, err = proc.communicate(timeout=120)

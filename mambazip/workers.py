@@ -11,8 +11,6 @@ import importlib.metadata
 import multiprocessing
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 from . import container, entry
 from .errors import MambazipError
@@ -77,43 +75,48 @@ def _wait(get, timeout_error):
 
 
 class _Pending:
-    def __init__(self, future):
-        self.future = future
+    def __init__(self, async_result, pool):
+        self.async_result, self.pool = async_result, pool
 
     def result(self):
-        try:
-            return _wait(self.future.result, TimeoutError)
-        except BrokenProcessPool:
-            raise MambazipError(
-                "a worker process died (out of memory, or killed); nothing written"
-            ) from None
+        def get(seconds):
+            if self.pool.lost_worker():
+                raise MambazipError(
+                    "a worker process died (out of memory, or killed); nothing written"
+                )
+            return self.async_result.get(seconds)
+
+        return _wait(get, multiprocessing.TimeoutError)
 
 
 class Processes:
     """A pool of ``jobs`` worker processes, started fresh (spawn): a forked child would
-    inherit the parent's threads and signal handlers mid-flight. A worker that dies breaks
-    the pool, and waiting for its frame then fails at once instead of forever."""
+    inherit the parent's threads and signal handlers mid-flight. A pool replaces a worker
+    that dies but never finishes its frame, so waiting looks for the death instead of
+    waiting forever. (``multiprocessing.Pool`` rather than ``ProcessPoolExecutor``, whose
+    queue feeder may still be writing a frame to a worker it is told to end: EPIPE, a
+    traceback or, where SIGPIPE is not ignored, the death of this process.)"""
 
     def __init__(self, coder, jobs):
         self.slots = jobs
-        self.pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_start_worker, initargs=(coder,))  # fmt: skip
+        context = multiprocessing.get_context("spawn")
+        self.pool = context.Pool(jobs, initializer=_start_worker, initargs=(coder,))
+        # The pool's worker processes as started; it keeps no public list of them.
+        self.started = list(self.pool._pool)
+
+    def lost_worker(self):
+        return any(process.exitcode is not None for process in self.started)
 
     def submit(self, method, *args):
-        return _Pending(self.pool.submit(_call, method, *args))
+        return _Pending(self.pool.apply_async(_call, (method, *args)), self)
 
     def close(self):
-        self.pool.shutdown()
+        self.pool.close()
+        self.pool.join()
 
     def abort(self):
-        # shutdown() lets running frames finish: the workers are ended now instead.
-        # ProcessPoolExecutor has no public way to do that before Python 3.14.
-        processes = list(getattr(self.pool, "_processes", {}).values())
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.join()
+        self.pool.terminate()
+        self.pool.join()
 
 
 def release():

@@ -73,6 +73,14 @@ _TRAILER = struct.Struct("<QI")
 # Version 4: frames and the seek index after them.
 INDEX_MAGIC = b"MZINDEX\x1a"
 MAX_FRAME = 1 << 40
+V4_SIZES = {"block_size": 1 << 16, "frame_size": 4 << 20}  # left out of a v4 header
+
+
+def v4_size(header, key):
+    """A version-4 header's block or frame size: absent means V4_SIZES's."""
+    return header.get(key, V4_SIZES[key])
+
+
 _ENTRY = struct.Struct("<QQI")  # per frame: compressed size, original size, CRC32
 _INDEX_TAIL = struct.Struct("<IQ8s")  # index CRC, index length, magic
 INDEX_FIXED = 4 + 4 + _TRAILER.size + _INDEX_TAIL.size  # the index without its entries
@@ -692,7 +700,7 @@ def declared_sizes(blob, s, original):
     framed = s.frames is not None
     if framed:  # one frame of any length, so that the blocks reach the decoder
         body = with_header(body, s, {**s.header, "frame_size": 0})
-    block_size = s.header.get("block_size", 1 << 16)
+    block_size = v4_size(s.header, "block_size")
     for n_words in (0, 1, 2):
         junk = bytes(range(4 * n_words))
         blocks = (_U32.pack(block_size) + _U32.pack(n_words) + junk) * 200
@@ -828,10 +836,11 @@ def frame_size_field(blob, streams, original):
                     original if ok else None,
                 )
         return
-    fs = s.header["frame_size"]
+    fs = v4_size(s.header, "frame_size")
     sizes = [f.length for f in s.frames]
     values = [0, 1, 2**40, 2**40 + 1, -1, -(2**63), 2**64, 1.5, 500.0, "500", True, None]
-    values += [fs - 1, fs + 1, 2 * fs, max(sizes), max(sizes) - 1, s.header["block_size"]]
+    values += [fs - 1, fs + 1, 2 * fs, max(sizes), max(sizes) - 1,
+               v4_size(s.header, "block_size")]  # fmt: skip
     for value in values:
         mutated = with_header(blob, s, {**s.header, "frame_size": value})
         # Frames are cut every frame_size bytes: decompress refuses frames another
@@ -983,7 +992,7 @@ def frame_moves(blob, s, original):
     head, raw = _v4_parts(blob, s)
     orig = _frame_originals(s, original)
     n = len(raw)
-    fs = s.header["frame_size"]
+    fs = v4_size(s.header, "frame_size")
     ix = s.index
     old_index = blob[ix.mark_at : ix.stop]
     after = blob[ix.stop :]

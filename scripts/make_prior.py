@@ -114,11 +114,6 @@ def main():
         },
     }
     (PRIORS / f"{sha}.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    if args.set_preset:
-        preset_path = REPO / "models" / f"{args.preset}.json"
-        data = json.loads(preset_path.read_text())
-        data["prior"] = sha
-        preset_path.write_text(json.dumps(data, indent=2) + "\n")
     print(json.dumps(manifest, indent=2))
 
 

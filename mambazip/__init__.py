@@ -46,7 +46,8 @@ def __dir__():
 
 def compress(data, settings=None, *, preset="default"):
     """Compress ``data`` (bytes) with ``settings`` (a Settings, from the seeded init), or
-    with a preset by name (from the preset's prior, if it has one)."""
+    with a preset by name (from the preset's prior, if it has one and ``data`` looks like
+    text)."""
     import io
 
     from .codec import compress as _compress
@@ -58,5 +59,5 @@ def compress(data, settings=None, *, preset="default"):
         return _compress(bytes(data), settings)
     settings = resolve_settings(preset)
     out = io.BytesIO()
-    compress_stream(io.BytesIO(bytes(data)), out, settings, model=for_settings(preset, settings))
+    compress_stream(io.BytesIO(bytes(data)), out, settings, prior=for_settings(preset, settings))
     return out.getvalue()

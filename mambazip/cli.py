@@ -252,16 +252,16 @@ def _load_start(model_path, resume_path, quiet, memlimit=None):
     return start, bool(resume_path)
 
 
-def _start_and_settings(preset, seed, prior, opts, start, resume, memlimit):
-    """The starting model and the settings: ``_settings``, then the preset's prior as the
-    start when none was given (``--prior preset``)."""
+def _prior_and_settings(preset, seed, prior, opts, start, resume, memlimit):
+    """The preset's prior (None without one, with --prior none, or when --model or --resume
+    gave the start) and the settings (``_settings``)."""
     settings = _settings(preset, seed, opts, start, resume)
-    if start is None and prior == "preset":
-        try:
-            start = priors.for_settings(preset, settings, memlimit)
-        except MambazipError as exc:
-            raise click.ClickException(str(exc)) from None
-    return start, settings
+    if start is not None or prior != "preset":
+        return None, settings
+    try:
+        return priors.for_settings(preset, settings, memlimit), settings
+    except MambazipError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _settings(preset, seed, opts, start, resume):
@@ -352,7 +352,8 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
     are stored (see -n). Inputs that already end in .mz are skipped with a note unless -f
     or -o names the output."""
     start, resume = _load_start(model_path, resume_path, quiet, memlimit)
-    start, settings = _start_and_settings(preset, seed, prior, opts, start, resume, memlimit)
+    prior_model, settings = _prior_and_settings(preset, seed, prior, opts, start, resume,
+                                                memlimit)  # fmt: skip
     _check_save(save_model, files, force, output=output)
     _check_mamba(save_model, settings)
     if save_model is not None and frame_size:
@@ -370,6 +371,7 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
             name, mtime = _storable_name(os.path.basename(job.path)), int(job.src_stat.st_mtime)
         with _progress(job.size, job.name, quiet, verbose) as progress:
             stats = codec.compress_stream(src, dst, settings, progress=progress, model=start,
+                                          prior=prior_model,
                                           resume=resume, replay_chunk=replay_chunk, name=name,
                                           mtime=mtime, size=job.size, memlimit=memlimit,
                                           stored_blocks=True, frame_size=frame_size,
@@ -545,7 +547,8 @@ def score(files, preset, seed, prior, model_path, resume_path, as_json, per_byte
     -log2 p over every byte (the first predicted after the priming byte 0); coded_bytes is
     what compress would write, header included. --optimizer none: inference only."""
     start, resume = _load_start(model_path, resume_path, quiet, memlimit)
-    start, settings = _start_and_settings(preset, seed, prior, opts, start, resume, memlimit)
+    prior_model, settings = _prior_and_settings(preset, seed, prior, opts, start, resume,
+                                                memlimit)  # fmt: skip
     _check_save(save_model, files, force)
     _check_mamba(save_model, settings)
     _check_save(per_byte, files, force, "--per-byte")
@@ -558,7 +561,8 @@ def score(files, preset, seed, prior, model_path, resume_path, as_json, per_byte
         bits, trust, head = [], [] if html_path else None, []
         try:
             entry.check()
-            stats = _score_one(path, settings, start, resume, quiet, bits, memlimit, trust, head)
+            stats = _score_one(path, settings, start, prior_model, resume, quiet, bits, memlimit,
+                               trust, head)  # fmt: skip
             if per_byte is not None:
                 with atomic_output(per_byte, force) as f:
                     np.save(f, np.concatenate([np.zeros(0), *bits]))
@@ -574,7 +578,8 @@ def score(files, preset, seed, prior, model_path, resume_path, as_json, per_byte
         sys.exit(1)
 
 
-def _score_one(path, settings, start, resume, quiet, bits, memlimit, trust=None, head=None):
+def _score_one(path, settings, start, prior, resume, quiet, bits, memlimit, trust=None,
+               head=None):  # fmt: skip
     """compress_stream into nothing; ``head`` receives the first report.SHOWN bytes read."""
     name = "stdin" if path == "-" else os.path.basename(path)
     with contextlib.ExitStack() as stack:
@@ -583,8 +588,9 @@ def _score_one(path, settings, start, resume, quiet, bits, memlimit, trust=None,
         _compile_note(settings, quiet)
         with _progress(size, name, quiet) as progress:
             return codec.compress_stream(_Head(src, head, report.SHOWN), _Discard(), settings,
-                                         progress=progress, model=start, resume=resume,
-                                         per_byte=bits, memlimit=memlimit, trust=trust,
+                                         progress=progress, model=start, prior=prior,
+                                         resume=resume, per_byte=bits, memlimit=memlimit,
+                                         trust=trust,
                                          stored_blocks=True)  # fmt: skip
 
 

@@ -44,8 +44,8 @@ class _Counting:
 def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, progress=None,
                     model=None, resume=False, per_byte=None, replay_chunk=None, name=None,
                     mtime=None, size=None, memlimit=None, trust=None,
-                    stored_blocks=None, frame_size=None, jobs=1,
-                    scheduler=None):  # fmt: skip
+                    stored_blocks=None, frame_size=None, jobs=1, scheduler=None,
+                    prior=None):  # fmt: skip
     """Compress everything readable from ``src`` into ``dst``. ``progress(n_bytes, bits)`` is
     called after each chunk with that chunk's size and ideal code length. ``model``: a
     ``checkpoint.Checkpoint`` to start from (its weights; with ``resume`` also its optimizer
@@ -62,17 +62,21 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     versions 1 and 2 bit for bit; False: never). ``frame_size``: cut the input into frames
     of this many bytes (version 4; 0: one frame), coded by up to ``jobs`` worker processes
     or on the Dask cluster at ``scheduler`` (an address); an empty input is the short empty
-    stream of version 3. ``per_byte`` and ``trust`` need the unframed stream."""
+    stream of version 3. ``per_byte`` and ``trust`` need the unframed stream. ``prior``: a
+    preset's prior (``priors``), the start when no ``model`` is given and the input looks
+    like text (``priors.looks_like_text`` of its first block)."""
     start = time.perf_counter()
     _check_memory(settings, replay_chunk, memlimit)
     out = _Counting(dst)
-    sha = model.digest() if model else None
     extras = None
     if stored_blocks or (name, mtime, size) != (None, None, None):
         extras = {"name": name, "mtime": mtime, "size": size}
     if name is not None and not container.valid_name(name):
         raise ConfigError(f"cannot store the file name {name!r}: not a plain file name")
     block = read_up_to(src, block_size)
+    if model is None and prior is not None and priors.looks_like_text(block):
+        model = prior
+    sha = model.digest() if model else None
     short = not block and sha is None and container.format_version(settings, extras) == 3
     framed = frame_size is not None and bool(block)
     version = container.write_header(out, None if short else settings, block_size,

@@ -156,9 +156,9 @@ def compress_case(data, settings, options):
     if not options:
         return mambazip.compress(data, settings)
     out = io.BytesIO()
-    model = priors.for_settings(options["prior"], settings) if "prior" in options else None
+    prior = priors.for_settings(options["prior"], settings) if "prior" in options else None
     compress_stream(io.BytesIO(data), out, settings, options.get("block_size", DEFAULT_BLOCK),
-                    stored_blocks=True, frame_size=options.get("frame_size"), model=model,
+                    stored_blocks=True, frame_size=options.get("frame_size"), prior=prior,
                     **options.get("extras", {}))  # fmt: skip
     return out.getvalue()
 

@@ -179,3 +179,22 @@ def test_the_built_package_holds_the_priors(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in shipped:
         assert f"mambazip/models/priors/{name}" in names
+
+
+def test_binary_input_starts_from_the_seeded_init_not_the_prior(run_cli, models):
+    """A prior trained on text costs binary data more than it saves: the first block
+    decides, and the header records what was used."""
+    binary = b"".join(i.to_bytes(4, "little") for i in range(600))  # half zero bytes
+    packed = run_cli("compress", *TINY_PRESET, input=binary)
+    assert packed.exit_code == 0, packed.stderr
+    assert container.read_header(io.BytesIO(packed.stdout))["model_sha256"] is None
+    assert run_cli("decompress", input=packed.stdout).stdout == binary
+
+
+def test_text_is_told_from_binary_by_its_control_bytes():
+    assert priors.looks_like_text(b"plain text\twith tabs\r\nand lines\x0c" * 10)
+    assert priors.looks_like_text("UTF-8 tekst: żółć, 日本語".encode() * 10)
+    assert priors.looks_like_text(b"")
+    assert not priors.looks_like_text(b"\x00\x01\x02\x03text" * 10)
+    assert priors.looks_like_text(b"\x1b" * 25 + b"a" * 75)
+    assert not priors.looks_like_text(b"\x1b" * 26 + b"a" * 74)

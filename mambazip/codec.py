@@ -65,6 +65,8 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     stream of version 3. ``per_byte`` and ``trust`` need the unframed stream. ``prior``: a
     preset's prior (``priors``), the start when no ``model`` is given and the input looks
     like text (``priors.looks_like_text`` of its first block)."""
+    if frame_size is not None and (per_byte is not None or trust is not None):
+        raise ValueError("per_byte and trust need the unframed stream (frame_size None)")
     start = time.perf_counter()
     _check_memory(settings, replay_chunk, memlimit)
     out = _Counting(dst)
@@ -85,8 +87,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     stats = Stats()
     if framed:
         coder = frames.FrameCoder(settings, block_size, frame_size, model, resume, replay_chunk)
-        jobs = frames.plan_jobs(settings, jobs, frame_size, block_size, replay_chunk, memlimit,
-                                size)  # fmt: skip
+        jobs = frames.plan_jobs(coder, jobs, memlimit, size)
         predictor = frames.compress_frames(src, out, coder, block, jobs, scheduler, stats,
                                            progress, memlimit)  # fmt: skip
         if predictor is not None and stats.frames == 1:
@@ -169,20 +170,24 @@ def _decompress_frames(src, dst, header, stats, progress, model, resume, replay_
                        jobs, scheduler):  # fmt: skip
     """One framed stream (version 4) after its header; returns the Mamba's learner where it
     ended when the stream is one frame decoded here (else None)."""
-    model = _shipped_prior(header, model, memlimit)
-    _check_model(header, model, resume)
-    settings, block_size = header["settings"], header["block_size"]
-    frame_size = header["frame_size"]
-    _check_memory(settings, replay_chunk, memlimit)
-    coder = frames.FrameCoder(settings, block_size, frame_size, model, resume, replay_chunk)
-    jobs = frames.plan_jobs(settings, jobs, frame_size, block_size, replay_chunk, memlimit,
-                            header["size"])  # fmt: skip
+    coder = _frame_coder(header, model, resume, replay_chunk, memlimit)
+    jobs = frames.plan_jobs(coder, jobs, memlimit, header["size"])
     predictor = frames.decompress_frames(src, dst, header, coder, jobs, scheduler, stats,
                                          progress, memlimit)  # fmt: skip
     if predictor is None:
         return None
     predictor.finish()
     return predictor.learner
+
+
+def _frame_coder(header, model, resume, replay_chunk, memlimit):
+    """The coder of a framed stream's frames, from its header, once its starting model (a
+    shipped prior if none is given) and its memory are checked."""
+    model = _shipped_prior(header, model, memlimit)
+    _check_model(header, model, resume)
+    _check_memory(header["settings"], replay_chunk, memlimit)
+    return frames.FrameCoder(header["settings"], header["block_size"], header["frame_size"],
+                             model, resume, replay_chunk)  # fmt: skip
 
 
 def decompress_range(f, dst, start, end, progress=None, model=None, resume=False,
@@ -198,8 +203,8 @@ def decompress_range(f, dst, start, end, progress=None, model=None, resume=False
     f.seek(0)
     if located is None:
         # Decoded whole (to check every checksum), kept only where the slice falls; whether
-        # the slice fits is known only at the end, and then nothing has been written yet
-        # (the command line's output is a temporary file until it succeeds).
+        # the slice fits is known only at the end (the command line's output is a temporary
+        # file until it succeeds).
         stats = decompress_stream(f, frames.Slice(dst, start, math.inf if end is None else end),
                                   progress, model, resume, replay_chunk, memlimit, jobs=jobs,
                                   scheduler=scheduler)  # fmt: skip
@@ -207,15 +212,9 @@ def decompress_range(f, dst, start, end, progress=None, model=None, resume=False
     else:
         header, index = located
         end = _check_range(start, end, index.length)
-        model = _shipped_prior(header, model, memlimit)
-        _check_model(header, model, resume)
-        settings, block_size = header["settings"], header["block_size"]
-        _check_memory(settings, replay_chunk, memlimit)
-        coder = frames.FrameCoder(settings, block_size, header["frame_size"], model, resume,
-                                  replay_chunk)  # fmt: skip
+        coder = _frame_coder(header, model, resume, replay_chunk, memlimit)
         wanted = len(index.overlapping(start, end))
-        jobs = frames.plan_jobs(settings, jobs, header["frame_size"], block_size, replay_chunk,
-                                memlimit, wanted * header["frame_size"])  # fmt: skip
+        jobs = frames.plan_jobs(coder, jobs, memlimit, wanted * coder.frame_size)
         stats = Stats(name=header["name"], mtime=header["mtime"])
         stats.frames = frames.decode_range(f, dst, header, index, start, end, coder, jobs,
                                            scheduler, progress, memlimit)  # fmt: skip

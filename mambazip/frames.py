@@ -72,43 +72,40 @@ class FrameCoder:
         check_end(decoded, crc, length, expected_crc)
         return decoded, crc, predictor
 
-    def decode_frame(self, raw, frame_size, version, number):
-        """The original bytes of frame ``number`` (from 0), ``raw`` as
-        ``container.read_frame`` returns it."""
+    def decode_frame(self, raw, version, number):
+        """The original bytes of frame ``number`` (from 0) of a stream of format ``version``,
+        ``raw`` as ``container.read_frame`` returns it."""
         out = io.BytesIO()
-        header = {"block_size": self.block_size, "frame_size": frame_size, "version": version}
+        header = {"block_size": self.block_size, "frame_size": self.frame_size,
+                  "version": version}  # fmt: skip
         src = io.BytesIO(raw)
-        _in_frame(number, frame_size, self.decode_stream, container.frame_blocks(src, header),
-                  out)  # fmt: skip
+        _in_frame(number, self.frame_size, self.decode_stream,
+                  container.frame_blocks(src, header), out)  # fmt: skip
         if src.tell() != len(raw):
-            raise FormatError(f"corrupt index: {_where(number, frame_size)} ends before the "
-                              f"size it lists")  # fmt: skip
+            raise FormatError(f"corrupt index: {_where(number, self.frame_size)} ends before "
+                              f"the size it lists")  # fmt: skip
         return out.getvalue()
 
 
-def plan_jobs(settings, jobs, frame_size, block_size, replay_chunk=None, memlimit=None,
-              size=None):  # fmt: skip
-    """How many frames may be coded at once within ``memlimit``: each worker holds a
+def plan_jobs(coder, jobs, memlimit=None, size=None):
+    """How many frames ``coder`` may code at once within ``memlimit``: each worker holds a
     predictor and a frame in and out, and the parent up to two frames per worker. One (the
     frames coded in this process as they stream) when two do not fit, when frames are
-    unbounded (``frame_size`` 0), or when the input's ``size`` (if known) is one frame:
+    unbounded (frame size 0), or when the input's ``size`` (if known) is one frame:
     starting workers would cost more than it saves."""
     limit = DEFAULT_MEMLIMIT if memlimit is None else memlimit
-    if frame_size and size is not None:
-        jobs = min(jobs, -(-size // frame_size))
-    if jobs <= 1 or frame_size == 0:
+    if coder.frame_size and size is not None:
+        jobs = min(jobs, -(-size // coder.frame_size))
+    if jobs <= 1 or coder.frame_size == 0:
         return 1
-    buffers = frame_size + container.max_frame_bytes(frame_size, block_size)
-    per_job = memory_bytes(settings, replay_chunk) + 3 * buffers
+    per_job = memory_bytes(coder.settings, coder.replay_chunk) + 3 * coder.frame_buffer_bytes
     return max(1, min(jobs, limit // per_job))
 
 
 def _executor(coder, jobs, scheduler):
     if scheduler is not None:
         return workers.Cluster(coder, scheduler)
-    if jobs > 1:
-        return workers.Processes(coder, jobs)
-    return workers.Serial(coder)
+    return workers.Processes(coder, jobs)
 
 
 def _here(frame_size, jobs, scheduler):
@@ -280,7 +277,7 @@ def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=
                                 coder.block_size, frame_size)  # fmt: skip
                 if raw is None:
                     return
-                yield "decode_frame", (raw, frame_size, version, number), len(raw)
+                yield "decode_frame", (raw, version, number), len(raw)
                 number += 1
 
         def write(data, packed_size):
@@ -349,7 +346,7 @@ def decode_range(f, dst, header, index, start, end, coder, jobs, scheduler, prog
             raw = f.read(fr.packed_size)
             if len(raw) != fr.packed_size:
                 raise FormatError("truncated file: a frame is cut short")
-            yield "decode_frame", (raw, frame_size, version, numbers[fr]), fr
+            yield "decode_frame", (raw, version, numbers[fr]), fr
 
     def write(data, fr):
         check(fr, len(data), zlib.crc32(data))

@@ -1,4 +1,5 @@
-"""Where frames are coded: in this process, in worker processes, or on a Dask cluster.
+"""Where frames are coded when not in this process (``frames`` streams them here itself):
+in worker processes, or on a Dask cluster.
 
 Each executor runs ``FrameCoder`` methods by name and hands back a handle whose ``result()``
 is the method's return value (or raises its exception). The coder travels to each worker
@@ -26,31 +27,6 @@ def default_jobs():
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
-
-
-class _Done:
-    def __init__(self, value):
-        self.value = value
-
-    def result(self):
-        return self.value
-
-
-class Serial:
-    """Codes each frame in this process when it is submitted."""
-
-    slots = 1
-
-    def __init__(self, coder):
-        self.coder = coder
-
-    def submit(self, method, *args):
-        return _Done(getattr(self.coder, method)(*args))
-
-    def close(self):
-        pass
-
-    abort = close
 
 
 def _start_worker(coder):

@@ -342,13 +342,14 @@ def test_decompress_save_model_of_several_frames_is_one_line(run_cli, framed_fil
 
 def test_jobs_are_as_many_as_memory_and_frames_allow(settings):
     mib = 1 << 20
+    coder = frames.FrameCoder(settings, 1 << 16, mib)
     per_job = predict.memory_bytes(settings) + 3 * (mib + container.max_frame_bytes(mib, 1 << 16))
-    assert frames.plan_jobs(settings, 8, mib, 1 << 16, memlimit=100 * per_job) == 8
-    assert frames.plan_jobs(settings, 8, mib, 1 << 16, memlimit=3 * per_job + 1) == 3
-    assert frames.plan_jobs(settings, 8, mib, 1 << 16, memlimit=per_job) == 1
-    assert frames.plan_jobs(settings, 8, mib, 1 << 16, size=mib) == 1
-    assert frames.plan_jobs(settings, 8, mib, 1 << 16, size=2 * mib + 1) == 3
-    assert frames.plan_jobs(settings, 8, 0, 1 << 16) == 1
+    assert frames.plan_jobs(coder, 8, memlimit=100 * per_job) == 8
+    assert frames.plan_jobs(coder, 8, memlimit=3 * per_job + 1) == 3
+    assert frames.plan_jobs(coder, 8, memlimit=per_job) == 1
+    assert frames.plan_jobs(coder, 8, size=mib) == 1
+    assert frames.plan_jobs(coder, 8, size=2 * mib + 1) == 3
+    assert frames.plan_jobs(frames.FrameCoder(settings, 1 << 16, 0), 8) == 1
 
 
 def test_a_local_dask_cluster_codes_the_same_bytes(settings):

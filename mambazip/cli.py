@@ -20,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from . import checkpoint, codec, container, entry, frames, limits, priors, report, workers
-from .config import MIX_MODES, OPTIMIZERS, SCOPES, preset_names, resolve_settings
+from .config import MIX_MODES, OPTIMIZERS, SCOPE_GROUPS, SCOPES, preset_names, resolve_settings
 from .errors import ConfigError, MambazipError
 from .files import atomic_output, same_file
 
@@ -58,6 +58,22 @@ def _scope(ctx, param, value):
     if bad or not names:
         raise click.BadParameter(f"must be a comma list of {', '.join(SCOPES)}")
     return names
+
+
+def _lr_scale(ctx, param, value):
+    """--lr-scale head=2,embed=0.5 -> {"head": 2.0, "embed": 0.5}."""
+    if value is None:
+        return None
+    out = {}
+    for item in value.split(","):
+        group, _, number = item.strip().partition("=")
+        try:
+            out[group] = float(number)
+        except ValueError:
+            raise click.BadParameter(f"{item.strip()!r} is not GROUP=MULTIPLIER") from None
+        if group not in SCOPE_GROUPS:
+            raise click.BadParameter(f"{group!r} is not one of {', '.join(SCOPE_GROUPS)}")
+    return out
 
 
 def _memlimit(ctx, param, value):
@@ -204,6 +220,26 @@ def _train_options(f):
         click.option("--bptt", type=int,
                      help="Truncated BPTT: one update per this many bytes (1: every byte)."),
         click.option("--warmup", type=int, help="Learning-rate warm-up, in bytes."),
+        click.option("--beta1", type=float, help="Adam's first-moment decay (0: no momentum)."),
+        click.option("--beta2", type=float, help="Adam's second-moment decay."),
+        click.option("--beta2-warmup/--no-beta2-warmup", default=None,
+                     help="Adam's second moment is the plain mean of g^2 until it is as "
+                          "long as beta2's memory, 1 / (1 - beta2) steps."),
+        click.option("--lr-scale", callback=_lr_scale,
+                     help="Learning-rate multipliers per group, e.g. head=2,embed=0.5 "
+                          f"(groups: {', '.join(SCOPE_GROUPS)})."),
+        click.option("--horizon", type=int,
+                     help="Each update (every --bptt bytes) learns the last this many bytes, "
+                          "a multiple of --bptt (0: --bptt)."),
+        click.option("--curriculum", type=int,
+                     help="Start the horizon at --bptt and grow it by --bptt every this "
+                          "many bytes (0: the full horizon from the start)."),
+        click.option("--iters", type=int, help="Optimizer steps per update."),
+        click.option("--replay-every", type=int,
+                     help="Every this many bytes, train again on the last --replay-window "
+                          "bytes (0: never)."),
+        click.option("--replay-window", type=int, help="Bytes of history a replay learns."),
+        click.option("--replay-passes", type=int, help="Passes over the window per replay."),
         click.option("--decay", type=int,
                      help="Decay lr by sqrt(decay / t) after t > decay bytes."),
         click.option("--seed", type=int, help="Seed of the initial weights."),
@@ -742,8 +778,9 @@ def _print_header(name, header, length, crc, size, streams):
     settings = header["settings"].to_dict()
     click.echo(f"  block size       {header['block_size']}")
     click.echo(f"  model            {_fields(settings['model'])}")
-    # Every field, bptt included (the header of a format-1 file leaves it out: it is 1).
-    train = dataclasses.asdict(header["settings"].train)
+    # Every field, bptt included (the header of a format-1 file leaves it out: it is 1); the
+    # recipe knobs only where they are set.
+    train = header["settings"].train.to_dict()
     click.echo(f"  training         {_fields(train)}")
     if settings.get("mix") is not None:
         mix = settings["mix"]

@@ -118,11 +118,43 @@ class ModelConfig:
 MAX_BPTT = 1024
 
 
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The recipe knobs at the values that reproduce the training of the formats before them.
+RECIPE_DEFAULTS = {
+    "beta2_warmup": False, "lr_scale": (), "horizon": 0, "curriculum": 0, "iters": 1,
+    "replay_every": 0, "replay_window": 0, "replay_passes": 1,
+}  # fmt: skip
+# A replay holds its window in memory and a pass costs a forward and backward per byte:
+# both bounded, so that a header cannot buy unbounded work per byte.
+MAX_REPLAY_WINDOW = 1 << 20
+MAX_ITERS = 16
+MAX_EXTRA_WORK = 256
+_RECIPE_BOUNDS = (
+    ("horizon", 0, MAX_BPTT), ("curriculum", 0, 1 << 40), ("iters", 1, MAX_ITERS),
+    ("replay_every", 0, 1 << 40), ("replay_window", 0, MAX_REPLAY_WINDOW),
+    ("replay_passes", 1, MAX_ITERS),
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """How the model learns while it codes: one optimizer step per ``bptt`` bytes, on the
     mean loss of the segment with gradients through the recurrent state (bptt=1: one exact
-    step per byte, the state held constant). ``warmup`` and ``decay`` count bytes."""
+    step per byte, the state held constant). ``warmup`` and ``decay`` count bytes.
+
+    The recipe knobs (RECIPE_DEFAULTS; a header records only those that differ):
+    ``beta2_warmup``: Adam's second moment is the plain mean of g^2 until 1 / (1 - beta2)
+    steps have passed (beta2_t = min(beta2, 1 - 1/t), no bias correction: the mean has none).
+    ``lr_scale``: learning-rate multipliers per SCOPE_GROUPS group; a tensor takes the
+    product of its groups' multipliers. ``horizon``: the update every ``bptt`` bytes learns
+    the last ``horizon`` bytes (a multiple of bptt; 0: bptt), through the state; with
+    ``curriculum`` > 0 the horizon starts at bptt and grows by bptt every ``curriculum``
+    bytes learned. ``iters``: optimizer steps per update on the same window. Replay: every
+    ``replay_every`` bytes learned, ``replay_passes`` passes of truncated BPTT over the last
+    ``replay_window`` bytes, from the zero state, without moving the schedule's clock."""
 
     optimizer: str = "adam"
     lr: float = 1e-3
@@ -134,6 +166,14 @@ class TrainConfig:
     beta2: float = 0.999
     adam_eps: float = 1e-8
     bptt: int = 1
+    beta2_warmup: bool = False
+    lr_scale: tuple = ()
+    horizon: int = 0
+    curriculum: int = 0
+    iters: int = 1
+    replay_every: int = 0
+    replay_window: int = 0
+    replay_passes: int = 1
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -154,8 +194,81 @@ class TrainConfig:
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 53:
                 raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
         bptt = self.bptt
-        if not isinstance(bptt, int) or isinstance(bptt, bool) or not 1 <= bptt <= MAX_BPTT:
+        if not _is_int(bptt) or not 1 <= bptt <= MAX_BPTT:
             raise ConfigError(f"bptt must be an integer in 1..{MAX_BPTT}, got {bptt!r}")
+        if not isinstance(self.beta2_warmup, bool):
+            raise ConfigError("beta2_warmup must be true or false")
+        self._check_lr_scale()
+        for name, lo, hi in _RECIPE_BOUNDS:
+            value = getattr(self, name)
+            if not _is_int(value) or not lo <= value <= hi:
+                raise ConfigError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+        if self.horizon and (self.horizon < bptt or self.horizon % bptt):
+            raise ConfigError(f"horizon must be 0 or a multiple of bptt ({bptt}), "
+                              f"got {self.horizon}")  # fmt: skip
+        if self.curriculum and self.window == bptt:
+            raise ConfigError("curriculum needs a horizon longer than bptt")
+        if bool(self.replay_every) != bool(self.replay_window):
+            raise ConfigError("replay_every and replay_window go together")
+        if bptt == 1 and (self.horizon > 1 or self.iters > 1 or self.replay_every):
+            raise ConfigError("horizon, iters and replay need bptt > 1")
+        if self.extra_work > MAX_EXTRA_WORK:
+            raise ConfigError(f"iters x horizon / bptt + replay_passes x replay_window / "
+                              f"replay_every is {self.extra_work:.0f} training bytes per byte, "
+                              f"more than the {MAX_EXTRA_WORK} allowed")  # fmt: skip
+
+    def _check_lr_scale(self):
+        scale = self.lr_scale
+        if isinstance(scale, dict):
+            scale = tuple(scale.items())
+        if not isinstance(scale, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 for pair in scale
+        ):
+            raise ConfigError("lr_scale must map scope groups to multipliers")
+        checked = {}
+        for group, value in scale:
+            if group not in SCOPE_GROUPS:
+                raise ConfigError(f"lr_scale: {group!r} is not one of {', '.join(SCOPE_GROUPS)}")
+            if _is_int(value):
+                value = float(value)
+            if not isinstance(value, float) or not (math.isfinite(value) and 0 <= value <= 1e3):
+                raise ConfigError(f"lr_scale[{group}] must be a number in 0..1000, got {value!r}")
+            checked[group] = value
+        # Sorted, without the multipliers of 1 that change nothing: one form per recipe.
+        canonical = tuple(sorted((g, v) for g, v in checked.items() if v != 1.0))
+        object.__setattr__(self, "lr_scale", canonical)
+
+    @property
+    def extra_work(self):
+        """Bytes trained per byte coded, a bound on the work a header can ask for."""
+        work = self.iters * self.window / self.bptt
+        if self.replay_every:
+            work += self.replay_passes * self.replay_window / self.replay_every
+        return work
+
+    @property
+    def window(self):
+        """The bytes an update learns once the horizon has grown: horizon, or bptt."""
+        return self.horizon or self.bptt
+
+    def tensor_lr_scale(self, groups):
+        """The learning-rate multiplier of a tensor in ``groups``: product over its groups."""
+        out = 1.0
+        scale = dict(self.lr_scale)
+        for group in groups:
+            out *= scale.get(group, 1.0)
+        return out
+
+    def to_dict(self):
+        """The fields, without the recipe knobs left at RECIPE_DEFAULTS, so that a header
+        written before they existed keeps its bytes."""
+        out = {**dataclasses.asdict(self), "scope": list(self.scope)}
+        for name, default in RECIPE_DEFAULTS.items():
+            if out[name] == default:
+                del out[name]
+        if "lr_scale" in out:
+            out["lr_scale"] = dict(self.lr_scale)
+        return out
 
     @property
     def groups(self):
@@ -185,7 +298,7 @@ class Settings:
             raise ConfigError("mix must be a MixConfig or None")
 
     def to_dict(self):
-        train = {**dataclasses.asdict(self.train), "scope": list(self.train.scope)}
+        train = self.train.to_dict()
         if train["bptt"] == 1:
             del train["bptt"]  # so that bptt=1 files keep the format-1 header
         out = {"model": dataclasses.asdict(self.model), "train": train, "seed": self.seed}

@@ -239,8 +239,9 @@ V3_BASE = {
 
 
 def _full_settings(settings):
-    """Every field of every section, bptt included (``Settings.to_dict`` drops bptt 1)."""
-    train = {**dataclasses.asdict(settings.train), "scope": list(settings.train.scope)}
+    """Every field of every section, bptt included (``Settings.to_dict`` drops bptt 1), but
+    the recipe knobs only where they differ from their defaults (``TrainConfig.to_dict``)."""
+    train = settings.train.to_dict()
     mix = settings.mix.to_dict() if settings.mix is not None else None
     return {"model": dataclasses.asdict(settings.model), "train": train, "mix": mix,
             "seed": settings.seed}  # fmt: skip

@@ -10,6 +10,15 @@ import numpy as np
 from .kernels.forward import a_from_log, acts_size, acts_views
 from .kernels.layout import N_TENSORS, weight_views
 from .kernels.segment import (
+    N_PLAN,
+    P_BPTT,
+    P_CHUNK,
+    P_CURRICULUM,
+    P_HISTORY,
+    P_ITERS,
+    P_REPLAY_EVERY,
+    P_REPLAY_PASSES,
+    P_WINDOW,
     run_segments,
     segment_backward,
     segment_forward,
@@ -26,6 +35,7 @@ from .kernels.step import (
     H_ADAM_EPS,
     H_BETA1,
     H_BETA2,
+    H_BETA2_WARMUP,
     H_CLIP,
     H_DECAY,
     H_EPS,
@@ -52,10 +62,22 @@ _OPTIMIZER_CODES = {"none": OPT_NONE, "sgd": OPT_SGD, "adam": OPT_ADAM}
 
 def replay_chunk_for(dims, bptt, replay_chunk=None):
     """Forwards of a truncated-BPTT segment whose activations are kept: ``replay_chunk``, by
-    default as many as SEGMENT_MEMORY holds, at most the whole segment."""
+    default as many as SEGMENT_MEMORY holds, at most the stride ``bptt`` and a divisor of
+    it (a horizon's oldest chunks are dropped a stride at a time)."""
     if replay_chunk is None:
         replay_chunk = SEGMENT_MEMORY // (4 * acts_size(dims))
-    return max(1, min(replay_chunk, bptt))
+    chunk = max(1, min(replay_chunk, bptt))
+    while bptt % chunk:
+        chunk -= 1
+    return chunk
+
+
+def segment_shapes(dims, train, replay_chunk=None):
+    """((capacity, chunk, history), replay shape or None): the truncated-BPTT segment of
+    ``train`` and the one its replay passes use (``segment_sizes`` arguments)."""
+    chunk = replay_chunk_for(dims, train.bptt, replay_chunk)
+    live = (train.window, chunk, train.replay_window)
+    return live, ((train.bptt, chunk, 0) if train.replay_every else None)
 
 
 class Model:
@@ -112,13 +134,14 @@ class Model:
         )  # fmt: skip
         return Params(self.cfg, grad).to_hf()
 
-    def new_segment(self, bptt, chunk):
+    def new_segment(self, bptt, chunk, history=0):
         """Empty truncated-BPTT buffers for segments of ``bptt`` forwards, replayed in chunks
-        of ``chunk`` (see kernels.segment): (Segment views, their int64 and float32 buffers)."""
-        n_ints, n_floats = segment_sizes(self.dims, bptt, chunk)
+        of ``chunk``, with ``history`` bytes of replay history (see kernels.segment):
+        (Segment views, their int64 and float32 buffers)."""
+        n_ints, n_floats = segment_sizes(self.dims, bptt, chunk, history)
         ints = np.zeros(n_ints, dtype=np.int64)
         floats = np.zeros(n_floats, dtype=f32)
-        return segment_views(ints, floats, self.dims, bptt, chunk), ints, floats
+        return segment_views(ints, floats, self.dims, bptt, chunk, history), ints, floats
 
     def segment_gradient(self, inputs, targets, chunk=None):
         """Gradient of the mean of -log p(targets[t]) over forwards of ``inputs`` from the
@@ -190,6 +213,8 @@ class OnlineLearner:
         hyper[H_WARMUP] = train.warmup
         hyper[H_DECAY] = train.decay
         hyper[H_OPTIMIZER] = _OPTIMIZER_CODES[train.optimizer]
+        hyper[H_BETA2_WARMUP] = train.beta2_warmup
+        self.lrs = self.model.params.range_lr_scales(groups, train)
         self.freq = np.zeros(cfg.vocab, dtype=np.int32)
         self._byte = np.zeros(1, dtype=np.uint8)
         self._byte_freqs = np.zeros((2, cfg.vocab), dtype=np.int32)
@@ -200,9 +225,21 @@ class OnlineLearner:
         learns = train.optimizer != "none" and self.ranges.shape[0] > 0
         self.seg = None
         if learns and train.bptt > 1:
-            chunk = replay_chunk_for(self.model.dims, train.bptt, replay_chunk)
-            self.seg, self._seg_ints, self._seg_floats = self.model.new_segment(train.bptt, chunk)
-            self._seg_shape = (train.bptt, chunk)
+            self._seg_shape, replay_shape = segment_shapes(self.model.dims, train, replay_chunk)
+            self.seg, self._seg_ints, self._seg_floats = self.model.new_segment(*self._seg_shape)
+            self._rep_ints = np.zeros(0, dtype=np.int64)
+            self._rep_floats = np.zeros(0, dtype=f32)
+            if replay_shape is not None:
+                _, self._rep_ints, self._rep_floats = self.model.new_segment(*replay_shape)
+            self.plan = np.zeros(N_PLAN, dtype=np.int64)
+            self.plan[P_BPTT] = train.bptt
+            self.plan[P_WINDOW] = train.window
+            self.plan[P_CHUNK] = self._seg_shape[1]
+            self.plan[P_HISTORY] = train.replay_window
+            self.plan[P_CURRICULUM] = train.curriculum
+            self.plan[P_ITERS] = train.iters
+            self.plan[P_REPLAY_EVERY] = train.replay_every
+            self.plan[P_REPLAY_PASSES] = train.replay_passes
         # Priming: the first byte is predicted after a fixed 0.
         self._forward(0)
         quantize(self.freq, self._probs())
@@ -266,14 +303,15 @@ class OnlineLearner:
         if self.seg is None:
             run_bytes(
                 m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
-                self.need, self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
-                m.work, m.dssm, m.dpend, m.dfr, data, freqs, pdfs, p,
+                self.need, self.ranges, self.lrs, m.dims, m.hyper, m.conv_state, m.ssm_state,
+                m.counters, m.work, m.dssm, m.dpend, m.dfr, data, freqs, pdfs, p,
             )  # fmt: skip
         else:
             run_segments(
                 m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
-                self.need, self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
-                self._seg_ints, self._seg_floats, *self._seg_shape, data, freqs, pdfs, p,
+                self.need, self.ranges, self.lrs, m.dims, m.hyper, m.conv_state, m.ssm_state,
+                m.counters, self._seg_ints, self._seg_floats, self._rep_ints, self._rep_floats,
+                self.plan, data, freqs, pdfs, p,
             )  # fmt: skip
 
     @property
@@ -290,10 +328,14 @@ class OnlineLearner:
         """End of the stream: learn the targets of the unfinished segment, so that the model
         both sides end in (and may save) has learned every byte."""
         m = self.model
-        if self.seg is None or m.counters[C_SEG] < 2:
+        if self.seg is None:
+            return
+        known = int(m.counters[C_SEG]) - 1
+        new = known % self.settings.train.bptt  # the forwards before them were learned
+        if new == 0:
             return
         segment_update(
             m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
-            self.ranges, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, self.seg,
-            m.counters[C_SEG] - 1, False,
+            self.ranges, self.lrs, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
+            self.seg, known, False, new, self.settings.train.iters,
         )  # fmt: skip

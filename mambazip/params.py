@@ -158,6 +158,16 @@ class Params:
         ]
         return np.array(rows, dtype=np.int64).reshape(-1, 2)
 
+    def range_lr_scales(self, groups, train):
+        """(S,) float32: the learning-rate multiplier (``TrainConfig.tensor_lr_scale``) of
+        each of ``trainable_ranges(groups)``, in the same order."""
+        scales = [
+            train.tensor_lr_scale(t.groups)
+            for t in self.table
+            if t.present and set(t.groups) & set(groups)
+        ]
+        return np.array(scales, dtype=np.float32)
+
     def need_mask(self, groups):
         """(N_TENSORS,) bool: which weight gradients the backward pass must form."""
         need = np.zeros(lay.N_TENSORS, dtype=np.bool_)

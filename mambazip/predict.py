@@ -14,7 +14,7 @@ from .config import VOCAB
 from .errors import ConfigError
 from .kernels.forward import acts_size
 from .kernels.segment import segment_sizes
-from .model import OnlineLearner, replay_chunk_for
+from .model import OnlineLearner, segment_shapes
 from .params import flat_size
 from .predictor import ContextMixer
 
@@ -110,7 +110,8 @@ def memory_bytes(settings, replay_chunk=None, chunk=4096):
     n_ints, n_floats = segment_sizes(dims, 1, 1)  # bptt=1 scratch
     total += 8 * n_ints + 4 * n_floats
     if train.bptt > 1 and train.optimizer != "none":
-        chunk_len = replay_chunk_for(dims, train.bptt, replay_chunk)
-        n_ints, n_floats = segment_sizes(dims, train.bptt, chunk_len)
-        total += 8 * n_ints + 4 * n_floats
+        for shape in segment_shapes(dims, train, replay_chunk):
+            if shape is not None:
+                n_ints, n_floats = segment_sizes(dims, *shape)
+                total += 8 * n_ints + 4 * n_floats
     return total

@@ -91,10 +91,11 @@ def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, seg, scratch
 
 
 @njit
-def _updates(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters, reps):
+def _updates(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper, counters,
+             reps):  # fmt: skip
     for _ in range(reps):
-        optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
-                       counters[C_BYTES] + 1)  # fmt: skip
+        optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                       counters, counters[C_BYTES] + 1)  # fmt: skip
 
 
 def _timed(fn, *args, reps):
@@ -138,7 +139,8 @@ def main():
     adam_m, adam_v = learner.adam_m.copy(), learner.adam_v.copy()
     need, ranges = learner.need, learner.ranges
     scratch = np.zeros(seg.work.size, dtype=np.float32)
-    update_args = (theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, state[2])
+    update_args = (theta, A, grad, adam_m, adam_v, offs, need, ranges, learner.lrs, dims, hyper,
+                   state[2])  # fmt: skip
     parts = {
         "forward": _timed(_forwards, theta, A, offs, dims, hyper, *state, m.work, data, reps=4000)
         / 4000,

@@ -47,6 +47,13 @@ def _parse_value(text):
     return text
 
 
+def _parse_scale(text):
+    if text == "none":
+        return ()
+    pairs = [item.partition(":") for item in text.split("+")]
+    return tuple((group, float(value)) for group, _, value in pairs)
+
+
 def parse_grid(spec):
     """ "a=1,2 b=x" -> list of dicts, the cartesian product in the order given."""
     keys, values = [], []
@@ -57,6 +64,8 @@ def parse_grid(spec):
         keys.append(key.replace("-", "_"))
         if key == "scope":
             values.append([tuple(v.split("+")) for v in options.split(",")])
+        elif key == "lr_scale":  # lr_scale=head:2+embed:0.5,none
+            values.append([_parse_scale(v) for v in options.split(",")])
         else:
             values.append([_parse_value(v) for v in options.split(",")])
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
@@ -75,7 +84,8 @@ def settings_for(point):
     if unknown:
         raise SystemExit(f"unknown grid keys: {', '.join(sorted(unknown))}")
     model = {k: v for k, v in point.items() if k in model_keys}
-    train = {k: (float(v) if k in ("lr", "clip") else v) for k, v in point.items()
+    floats = {f.name for f in fields(TrainConfig) if f.type is float}
+    train = {k: (float(v) if k in floats else v) for k, v in point.items()
              if k in train_keys}  # fmt: skip
     return resolve_settings(preset, model=model, train=train, seed=seed, mix=mix)
 
@@ -122,14 +132,17 @@ def _name(path):
     return str(path.relative_to(corpus) if path.is_relative_to(corpus) else path)
 
 
+def _cell(value):
+    if isinstance(value, tuple):
+        return "+".join(f"{v[0]}:{v[1]:g}" if isinstance(v, tuple) else v for v in value) or "none"
+    return str(value)
+
+
 def table(rows, keys):
     head = ["file", *keys, "bits/byte", "by quarter", "KB/s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        values = [
-            "+".join(v) if isinstance(v, tuple) else str(v)
-            for v in (r["point"].get(k, "") for k in keys)
-        ]
+        values = [_cell(r["point"].get(k, "")) for k in keys]
         quarters = " / ".join(f"{q:.3f}" for q in r["quarters"])
         lines.append(
             f"| {r['file']} | " + " | ".join(values)

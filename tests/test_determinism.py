@@ -23,7 +23,7 @@ import llvmlite.binding as llvm
 import pytest
 
 import mambazip
-from mambazip.config import preset_names
+from mambazip.config import TrainConfig, preset_names
 
 # Runs in a subprocess: jobs from a JSON file, then reports how Numba compiled the kernels.
 WORKER = r"""
@@ -67,7 +67,11 @@ json.dump({
 # loops have remainders, with bptt=1 and 5; and every preset (the shapes users get), on a
 # short input.
 ODD_MODEL = {"d_model": 12, "n_layer": 2, "d_inner": 20, "d_state": 5, "d_conv": 3, "dt_rank": 3}
-CASES = ("tiny", "tiny-bptt7", "odd-sizes", "odd-sizes-bptt5",
+# Every recipe knob at once on the tiny model (tests/test_recipe.py has them one by one).
+RECIPE = {"bptt": 4, "horizon": 12, "curriculum": 600, "iters": 2, "beta1": 0.0,
+          "beta2_warmup": True, "lr_scale": {"head": 2.0}, "replay_every": 1024,
+          "replay_window": 700, "replay_passes": 2}  # fmt: skip
+CASES = ("tiny", "tiny-bptt7", "tiny-recipe", "odd-sizes", "odd-sizes-bptt5",
          *(f"preset-{name}" for name in preset_names()))  # fmt: skip
 
 
@@ -81,6 +85,7 @@ def cases(tmp_path_factory, tiny_settings, sample):
     table = {
         "tiny": (tiny_settings, data),
         "tiny-bptt7": (dataclasses.replace(tiny_settings, train=bptt7), data),
+        "tiny-recipe": (dataclasses.replace(tiny_settings, train=TrainConfig(**RECIPE)), data),
         "odd-sizes": (mambazip.resolve_settings(model=ODD_MODEL, seed=7), data),
         "odd-sizes-bptt5": (
             mambazip.resolve_settings(model=ODD_MODEL, train={"bptt": 5}, seed=7),

@@ -1,6 +1,7 @@
 """Optimizer steps over the flat parameter buffer, and the learning-rate schedule.
 
-``ranges`` (S, 2) holds [start, stop) ranges of the trainable tensors in the flat buffers.
+``ranges`` (S, 2) holds [start, stop) ranges of the trainable tensors in the flat buffers,
+``lrs`` (S,) float32 their learning-rate multipliers (lr * lrs[s], rounded once).
 Each update reads the accumulated gradient, applies the optional element-wise clip, updates
 the parameter and zeroes the gradient for the next accumulation. All arithmetic is float32,
 element by element, so vectorisation cannot change a bit.
@@ -23,21 +24,23 @@ def _clipped(g, clip):
 
 
 @njit(cache=True, error_model="numpy")
-def sgd_update(theta, grad, ranges, lr, clip):
+def sgd_update(theta, grad, ranges, lrs, lr, clip):
     """theta -= lr * clip(grad); grad = 0. lr, clip float32 (clip 0: none)."""
     for s in range(ranges.shape[0]):
+        rate = lr * lrs[s]
         # Slices indexed from 0: with a loop starting at ranges[s, 0] Numba cannot prove the
         # index non-negative, and its wraparound check keeps the loop scalar.
         lo, hi = ranges[s, 0], ranges[s, 1]
         p, g = theta[lo:hi], grad[lo:hi]
         for i in range(p.shape[0]):
-            p[i] -= lr * _clipped(g[i], clip)
+            p[i] -= rate * _clipped(g[i], clip)
             g[i] = f32(0.0)
 
 
 @njit(cache=True, error_model="numpy")
-def adam_update(theta, grad, m, v, ranges, lr, beta1, beta2, eps, bc1, bc2, clip):
-    """Adam with bias correction: bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for step t >= 1.
+def adam_update(theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2, clip):
+    """Adam with bias correction: bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for step t >= 1
+    (bc2 = 1 under the beta2 warm-up of ``adam_beta2``).
 
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
     theta -= lr * (m / bc1) / (sqrt(v / bc2) + eps);  grad = 0.
@@ -47,13 +50,14 @@ def adam_update(theta, grad, m, v, ranges, lr, beta1, beta2, eps, bc1, bc2, clip
     for s in range(ranges.shape[0]):
         lo, hi = ranges[s, 0], ranges[s, 1]
         p, gs, ms, vs = theta[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi]
+        rate = lr * lrs[s]
         for i in range(p.shape[0]):
             g = _clipped(gs[i], clip)
             mi = beta1 * ms[i] + one_minus_b1 * g
             vi = beta2 * vs[i] + one_minus_b2 * (g * g)
             ms[i] = mi
             vs[i] = vi
-            p[i] -= lr * (mi / bc1) / (np.sqrt(vi / bc2) + eps)
+            p[i] -= rate * (mi / bc1) / (np.sqrt(vi / bc2) + eps)
             gs[i] = f32(0.0)
 
 
@@ -83,3 +87,14 @@ def scheduled_lr(lr, step, warmup, decay):
     if decay > 0 and step > decay:
         rate *= np.sqrt(decay / step)
     return f32(rate)
+
+
+@njit(cache=True, error_model="numpy")
+def adam_beta2(beta2, step, warmup):
+    """(beta2_t, bc2) of Adam step ``step`` >= 1, float64. Without ``warmup``: beta2 and
+    1 - beta2^t. With it, v is the running mean of g^2 over the steps so far until that mean
+    is as long as beta2's memory, 1 / (1 - beta2) steps: beta2_t = min(beta2, 1 - 1/t), and
+    no bias to correct (bc2 = 1)."""
+    if not warmup:
+        return beta2, 1.0 - power(beta2, step)
+    return min(beta2, 1.0 - 1.0 / step), 1.0

@@ -14,16 +14,29 @@ saved, and during the backward pass each chunk but the newest is replayed from i
 state. A replay repeats the same forwards on the same state with the same weights, so the
 gradient has the same bits for every chunk size; memory is O(chunk), not O(bptt).
 
-``Segment`` buffers, with M = ceil(bptt / chunk) and S = forward.acts_size(dims), all carved
-from one int64 and one float32 buffer (``segment_sizes``, ``segment_views``), so that the
-per-byte call of the decoder hands Numba two arrays instead of twenty:
-    inputs, targets  (bptt,) int64
+A segment may hold more than one update's bytes: with a horizon H longer than the stride
+``bptt``, each update learns the last H bytes (``plan``), so the segment holds up to
+C = H forwards; after an update its oldest chunks are dropped (``_slide``) and the rest
+stay, rerun with the new weights (``_rerun``), which saves each chunk's start state again:
+every replay of a chunk then starts from a state its weights made, and the bits do not
+depend on the chunk size. ``hist`` keeps the last W coded bytes for the replay passes.
+
+``Segment`` buffers, with C the capacity, M = ceil(C / chunk) and S =
+forward.acts_size(dims), all carved from one int64 and one float32 buffer
+(``segment_sizes``, ``segment_views``), so that the per-byte call of the decoder hands
+Numba two arrays instead of twenty:
+    inputs, targets  (C,) int64
     ck_conv          (M, L, K, E)  conv ring buffer at the start of each chunk
     ck_ssm           (M, L, E, N)  SSM state at the start of each chunk
     ck_pos           (M,) int64    ring-buffer slot of the newest input then
     work             (chunk, S)    saved activations, forward t in row t % chunk
     dssm, dpend      (L, E, N), (L, K, E): gradients carried back through the state
     dfr              backward.Deferred with ``chunk`` rows: the gradients of a chunk
+    hist, hist_n     (W,) int64 ring of the last W coded bytes, (1,) int64 bytes pushed
+
+``plan`` (N_PLAN,) int64 says how the online loop learns (config.TrainConfig): P_BPTT the
+stride, P_WINDOW the horizon H, P_CHUNK, P_HISTORY W, P_CURRICULUM, P_ITERS, P_REPLAY_EVERY,
+P_REPLAY_PASSES.
 """
 
 from collections import namedtuple
@@ -51,23 +64,29 @@ f32 = np.float32
 
 Segment = namedtuple(
     "Segment",
-    ["inputs", "targets", "ck_conv", "ck_ssm", "ck_pos", "work", "dssm", "dpend", "dfr"],
-)
+    ["inputs", "targets", "ck_conv", "ck_ssm", "ck_pos", "work", "dssm", "dpend", "dfr", "hist",
+     "hist_n"],
+)  # fmt: skip
+
+(P_BPTT, P_WINDOW, P_CHUNK, P_HISTORY, P_CURRICULUM, P_ITERS, P_REPLAY_EVERY,
+ P_REPLAY_PASSES) = range(8)  # fmt: skip
+N_PLAN = 8
 
 
 @njit(cache=True, error_model="numpy")
-def segment_sizes(dims, bptt, chunk):
-    """(ints, floats): the lengths of the int64 and float32 buffers of a Segment."""
+def segment_sizes(dims, bptt, chunk, history=0):
+    """(ints, floats): the lengths of the int64 and float32 buffers of a Segment of
+    capacity ``bptt`` forwards with a history of ``history`` bytes."""
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
     K, L = dims[DIM_K], dims[DIM_L]
     M = (bptt + chunk - 1) // chunk
     deferred = chunk * (3 * D + V + 3 * E + L * (5 * E + 2 * D + 2 * R + 2 * N))
     floats = M * L * E * (K + N) + chunk * acts_size(dims) + L * E * (N + K) + deferred
-    return 2 * bptt + M, floats
+    return 2 * bptt + M + history + 1, floats
 
 
 @njit(cache=True, error_model="numpy")
-def segment_views(ints, floats, dims, bptt, chunk):
+def segment_views(ints, floats, dims, bptt, chunk, history=0):
     """The Segment of ``bptt`` forwards replayed in chunks of ``chunk``, as views of its
     buffers ints (int64) and floats (float32), sized by ``segment_sizes``."""
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
@@ -115,13 +134,14 @@ def segment_views(ints, floats, dims, bptt, chunk):
     du = carve(floats, o, (chunk, E))
     o += chunk * E
     dy = carve(floats, o, (chunk, E))
-    if o + chunk * E != floats.shape[0] or 2 * bptt + M != ints.shape[0]:
+    if o + chunk * E != floats.shape[0] or 2 * bptt + M + history + 1 != ints.shape[0]:
         raise ValueError("segment_views: buffers not sized by segment_sizes")
     dfr = Deferred(head_x, head_dy, out_x, out_dy, dt_x, dt_dy, xp_x, xp_dy, in_x, in_dy, emb_dx,
                    dh, dyg, du, dy)  # fmt: skip
     return Segment(
         carve(ints, 0, (bptt,)), carve(ints, bptt, (bptt,)), ck_conv, ck_ssm,
         carve(ints, 2 * bptt, (M,)), work, dssm, dpend, dfr,
+        carve(ints, 2 * bptt + M, (history,)), carve(ints, 2 * bptt + M + history, (1,)),
     )  # fmt: skip
 
 
@@ -172,53 +192,156 @@ def segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_st
 
 
 @njit(cache=True, error_model="numpy")
-def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
-                   conv_state, ssm_state, counters, seg, n_steps, live):  # fmt: skip
-    """Learn the segment's first ``n_steps`` targets with one optimizer step (the schedule's
-    clock counts bytes), then rerun them from the segment's start state with the new weights
-    and open a new, empty segment."""
-    segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
-                     seg, n_steps, live)  # fmt: skip
-    counters[C_BYTES] += n_steps
-    optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
-                   counters[C_BYTES])  # fmt: skip
+def _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps):
+    """Run the segment's first ``n_steps`` inputs again from its start state with the
+    current weights, saving the state at the start of each chunk: the live state becomes
+    the one these weights reach, and every saved state one that they made."""
     _restore(conv_state, ssm_state, counters, seg, 0)
     # The saved activations are spent: their buffer is the rerun's scratch, a chunk at a time.
     W = weight_views(theta, offs, dims)
     scratch = seg.work.reshape(-1)
     chunk = seg.work.shape[0]
     for lo in range(0, n_steps, chunk):
+        c = lo // chunk
+        seg.ck_conv[c] = conv_state
+        seg.ck_ssm[c] = ssm_state
+        seg.ck_pos[c] = counters[C_POS]
         counters[C_POS] = model_rerun(
             W, A, conv_state, ssm_state, counters[C_POS], seg.inputs[lo : min(lo + chunk, n_steps)],
             scratch, dims[DIM_R], f32(hyper[H_EPS]),
         )  # fmt: skip
     counters[C_LAST_INPUT] = seg.inputs[n_steps - 1]
+
+
+@njit(cache=True, error_model="numpy")
+def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                   conv_state, ssm_state, counters, seg, n_steps, live, learned,
+                   iters):  # fmt: skip
+    """Learn the segment's first ``n_steps`` targets with ``iters`` optimizer steps, the
+    forwards run again with the weights of each before the next; the schedule's clock
+    moves by the ``learned`` bytes that are new. Then rerun them from the segment's start
+    state with the new weights and open a new, empty segment."""
+    for it in range(iters):
+        if it > 0:
+            _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps)
+        segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
+                         seg, n_steps, live and it == 0)  # fmt: skip
+        if it == 0:
+            counters[C_BYTES] += learned
+        optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                       counters, counters[C_BYTES])  # fmt: skip
+    _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps)
     counters[C_SEG] = 0
 
 
 @njit(cache=True, error_model="numpy")
+def window_at(plan, learned):
+    """The bytes an update learns after ``learned`` bytes: the horizon, or with a
+    curriculum bptt more every ``curriculum`` bytes, up to the horizon."""
+    bptt, window, curriculum = plan[P_BPTT], plan[P_WINDOW], plan[P_CURRICULUM]
+    if curriculum == 0:
+        return window
+    return min(window, bptt * (1 + learned // curriculum))
+
+
+@njit(cache=True, error_model="numpy")
+def _slide(seg, n_steps, keep):
+    """Drop the segment's oldest n_steps - keep forwards (whole chunks), keeping the
+    newest ``keep`` with their saved start states."""
+    drop = n_steps - keep
+    if drop == 0:
+        return
+    for t in range(keep):
+        seg.inputs[t] = seg.inputs[t + drop]
+        seg.targets[t] = seg.targets[t + drop]
+    chunk = seg.work.shape[0]
+    for c in range(keep // chunk):
+        seg.ck_conv[c] = seg.ck_conv[c + drop // chunk]
+        seg.ck_ssm[c] = seg.ck_ssm[c + drop // chunk]
+        seg.ck_pos[c] = seg.ck_pos[c + drop // chunk]
+
+
+@njit(cache=True, error_model="numpy")
+def replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper, conv_state,
+           ssm_state, counters, seg, rep, passes):  # fmt: skip
+    """``passes`` passes of the online loop's truncated BPTT over the bytes of ``seg.hist``,
+    oldest first, in segments of ``rep``: each pass from the zero state and primed with a 0
+    as a stream is, so that a pass is what learning those bytes as a new stream would do,
+    without moving the schedule's clock. The live state and counters are put back."""
+    W = seg.hist.shape[0]
+    pushed = seg.hist_n[0]
+    n = min(pushed, W)
+    bptt = rep.inputs.shape[0]
+    live_conv = conv_state.copy()
+    live_ssm = ssm_state.copy()
+    live_pos, live_input, live_seg = counters[C_POS], counters[C_LAST_INPUT], counters[C_SEG]
+    start = pushed - n
+    for _ in range(passes):
+        conv_state[...] = f32(0.0)
+        ssm_state[...] = f32(0.0)
+        counters[C_POS] = dims[DIM_K] - 1
+        counters[C_SEG] = 0
+        for j in range(n):
+            x = 0 if j == 0 else seg.hist[(start + j - 1) % W]
+            segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, rep, x)
+            t = counters[C_SEG]
+            rep.targets[t - 1] = seg.hist[(start + j) % W]
+            if t == bptt:
+                segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims,
+                               hyper, conv_state, ssm_state, counters, rep, t, True, 0,
+                               1)  # fmt: skip
+        t = counters[C_SEG]
+        if t > 0:
+            segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                           conv_state, ssm_state, counters, rep, t, True, 0, 1)  # fmt: skip
+    conv_state[...] = live_conv
+    ssm_state[...] = live_ssm
+    counters[C_POS], counters[C_LAST_INPUT], counters[C_SEG] = live_pos, live_input, live_seg
+
+
+@njit(cache=True, error_model="numpy")
 def run_segments(
-    theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
-    conv_state, ssm_state, counters, seg_ints, seg_floats, bptt, chunk, data, freqs, pdfs,
-    p_coded,
+    theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+    conv_state, ssm_state, counters, seg_ints, seg_floats, rep_ints, rep_floats, plan, data,
+    freqs, pdfs, p_coded,
 ):  # fmt: skip
     """The online loop over data (n,) uint8 with truncated BPTT, from a primed model; the
-    segment is the one packed in seg_ints, seg_floats (see ``segment_views``).
+    segment is the one packed in seg_ints, seg_floats (see ``segment_views``), the replay
+    passes' in rep_ints, rep_floats, the recipe in ``plan``.
 
     For each byte b: p_coded[i] = p(b) under the current float pdf; b becomes the target of
-    the newest forward; if that completes the segment, update; feed b as the next forward;
-    row i + 1 = the pdf of the byte after it, quantized into freqs (n + 1, V) or copied into
-    pdfs (n + 1, V) when that has rows (``step.emit_pdf``); row 0 untouched.
+    the newest forward; if that completes ``bptt`` new targets, update on the window, keep
+    its newest forwards for the next (as many as the next window holds, less bptt) and, when
+    the clock passes a multiple of replay_every, replay the history; feed b as the next
+    forward; row i + 1 = the pdf of the byte after it, quantized into freqs (n + 1, V) or
+    copied into pdfs (n + 1, V) when that has rows (``step.emit_pdf``); row 0 untouched.
     """
-    seg = segment_views(seg_ints, seg_floats, dims, bptt, chunk)
+    bptt, chunk, history = plan[P_BPTT], plan[P_CHUNK], plan[P_HISTORY]
+    seg = segment_views(seg_ints, seg_floats, dims, plan[P_WINDOW], chunk, history)
+    every = plan[P_REPLAY_EVERY]
     for i in range(data.shape[0]):
         b = data[i]
+        if history > 0:
+            seg.hist[seg.hist_n[0] % history] = b
+            seg.hist_n[0] += 1
         t = counters[C_SEG] - 1
         p_coded[i] = acts_views(seg.work[t % chunk], dims).probs[b]
         seg.targets[t] = b
-        if t + 1 == bptt:
-            segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
-                           conv_state, ssm_state, counters, seg, bptt, True)  # fmt: skip
+        if (t + 1) % bptt == 0:
+            segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                           conv_state, ssm_state, counters, seg, t + 1, True, bptt,
+                           plan[P_ITERS])  # fmt: skip
+            keep = min(t + 1, window_at(plan, counters[C_BYTES]) - bptt)
+            _slide(seg, t + 1, keep)
+            counters[C_SEG] = keep
+            clock = counters[C_BYTES]
+            if every > 0 and clock // every != (clock - bptt) // every:
+                rep = segment_views(rep_ints, rep_floats, dims, bptt, chunk, 0)
+                replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                       conv_state, ssm_state, counters, seg, rep,
+                       plan[P_REPLAY_PASSES])  # fmt: skip
+                if keep > 0:
+                    _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, keep)
         segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, b)
         t = counters[C_SEG] - 1
         emit_pdf(freqs, pdfs, i + 1, acts_views(seg.work[t % chunk], dims).probs)

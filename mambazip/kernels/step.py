@@ -12,7 +12,7 @@ from numba import njit
 from .backward import chunk_backward
 from .forward import a_from_log, acts_views, model_forward
 from .layout import A_LOG, DIM_K, DIM_R, weight_views
-from .optim import adam_update, power, scheduled_lr, sgd_update
+from .optim import adam_beta2, adam_update, power, scheduled_lr, sgd_update
 from .views import carve
 
 f32 = np.float32
@@ -21,8 +21,9 @@ FREQ_BITS = 24
 FREQ_TOTAL = 1 << FREQ_BITS
 
 # Positions in the float64 ``hyper`` array.
-H_EPS, H_LR, H_BETA1, H_BETA2, H_ADAM_EPS, H_CLIP, H_WARMUP, H_DECAY, H_OPTIMIZER = range(9)
-N_HYPER = 9
+(H_EPS, H_LR, H_BETA1, H_BETA2, H_ADAM_EPS, H_CLIP, H_WARMUP, H_DECAY, H_OPTIMIZER,
+ H_BETA2_WARMUP) = range(10)  # fmt: skip
+N_HYPER = 10
 OPT_NONE, OPT_SGD, OPT_ADAM = 0, 1, 2
 
 # Positions in the int64 ``counters`` array: the ring-buffer slot of the newest conv input,
@@ -76,9 +77,10 @@ def emit_pdf(freqs, pdfs, row, probs):
 
 
 @njit(cache=True, error_model="numpy")
-def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
-                   clock):  # fmt: skip
-    """One update from the accumulated ``grad``; ``clock`` is the schedule's position.
+def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                   counters, clock):  # fmt: skip
+    """One update from the accumulated ``grad``; ``clock`` is the schedule's position, lrs
+    (S,) the multipliers of the ``ranges``.
     A = -exp(A_log) follows the new A_log: ``need`` and ``ranges`` come from the same scope
     (``Params.need_mask``, ``Params.trainable_ranges``), so need[A_LOG] says A_log moved."""
     kind = int(hyper[H_OPTIMIZER])
@@ -87,15 +89,14 @@ def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyp
     lr = scheduled_lr(hyper[H_LR], clock, hyper[H_WARMUP], hyper[H_DECAY])
     clip = f32(hyper[H_CLIP])
     if kind == OPT_SGD:
-        sgd_update(theta, grad, ranges, lr, clip)
+        sgd_update(theta, grad, ranges, lrs, lr, clip)
     else:
         beta1 = hyper[H_BETA1]
-        beta2 = hyper[H_BETA2]
+        beta2, bc2 = adam_beta2(hyper[H_BETA2], step, hyper[H_BETA2_WARMUP] != 0.0)
         bc1 = f32(1.0 - power(beta1, step))
-        bc2 = f32(1.0 - power(beta2, step))
         adam_update(
-            theta, grad, adam_m, adam_v, ranges, lr, f32(beta1), f32(beta2),
-            f32(hyper[H_ADAM_EPS]), bc1, bc2, clip,
+            theta, grad, adam_m, adam_v, ranges, lrs, lr, f32(beta1), f32(beta2),
+            f32(hyper[H_ADAM_EPS]), bc1, f32(bc2), clip,
         )  # fmt: skip
     if need[A_LOG]:
         a_from_log(A, weight_views(theta, offs, dims).A_log)
@@ -125,7 +126,7 @@ def backward_tokens(theta, A, grad, offs, need, dims, work, inputs, targets, sca
 
 @njit(cache=True, error_model="numpy")
 def run_bytes(
-    theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper,
+    theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
     conv_state, ssm_state, counters, work, dssm, dpend, dfr, data, freqs, pdfs, p_coded,
 ):  # fmt: skip
     """The online loop over data (n,) uint8, from a primed model.
@@ -149,7 +150,7 @@ def run_bytes(
                             f32(1.0), False, dssm, dpend, dfr)  # fmt: skip
             counters[C_BYTES] += 1
             optimizer_step(
-                theta, A, grad, adam_m, adam_v, offs, need, ranges, dims, hyper, counters,
+                theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper, counters,
                 counters[C_BYTES],
             )  # fmt: skip
         forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, b)

@@ -205,6 +205,31 @@ _start_options = _stack(
 )  # fmt: skip
 
 
+# The training recipe beyond lr and bptt (config.TrainConfig); compress and train share them.
+_recipe_options = _stack(
+    click.option("--beta1", type=float, help="Adam's first-moment decay (0: no momentum)."),
+    click.option("--beta2", type=float, help="Adam's second-moment decay."),
+    click.option("--beta2-warmup/--no-beta2-warmup", default=None,
+                 help="Adam's second moment is the plain mean of g^2 until it is as "
+                      "long as beta2's memory, 1 / (1 - beta2) steps."),
+    click.option("--lr-scale", callback=_lr_scale,
+                 help="Learning-rate multipliers per group, e.g. head=2,embed=0.5 "
+                      f"(groups: {', '.join(SCOPE_GROUPS)})."),
+    click.option("--horizon", type=int,
+                 help="Each update (every --bptt bytes) carries the gradient of its new "
+                      "bytes back through this many, a multiple of --bptt (0: --bptt)."),
+    click.option("--curriculum", type=int,
+                 help="Start the horizon at --bptt and grow it by --bptt every this "
+                      "many bytes (0: the full horizon from the start)."),
+    click.option("--iters", type=int, help="Optimizer steps per update."),
+    click.option("--replay-every", type=int,
+                 help="Every this many bytes, train again on the last --replay-window "
+                      "bytes (0: never)."),
+    click.option("--replay-window", type=int, help="Bytes of history a replay learns."),
+    click.option("--replay-passes", type=int, help="Passes over the window per replay."),
+)  # fmt: skip
+
+
 def _train_options(f):
     options = [
         click.option("--preset", default="default", show_default=True,
@@ -220,28 +245,9 @@ def _train_options(f):
         click.option("--bptt", type=int,
                      help="Truncated BPTT: one update per this many bytes (1: every byte)."),
         click.option("--warmup", type=int, help="Learning-rate warm-up, in bytes."),
-        click.option("--beta1", type=float, help="Adam's first-moment decay (0: no momentum)."),
-        click.option("--beta2", type=float, help="Adam's second-moment decay."),
-        click.option("--beta2-warmup/--no-beta2-warmup", default=None,
-                     help="Adam's second moment is the plain mean of g^2 until it is as "
-                          "long as beta2's memory, 1 / (1 - beta2) steps."),
-        click.option("--lr-scale", callback=_lr_scale,
-                     help="Learning-rate multipliers per group, e.g. head=2,embed=0.5 "
-                          f"(groups: {', '.join(SCOPE_GROUPS)})."),
-        click.option("--horizon", type=int,
-                     help="Each update (every --bptt bytes) learns the last this many bytes, "
-                          "a multiple of --bptt (0: --bptt)."),
-        click.option("--curriculum", type=int,
-                     help="Start the horizon at --bptt and grow it by --bptt every this "
-                          "many bytes (0: the full horizon from the start)."),
-        click.option("--iters", type=int, help="Optimizer steps per update."),
-        click.option("--replay-every", type=int,
-                     help="Every this many bytes, train again on the last --replay-window "
-                          "bytes (0: never)."),
-        click.option("--replay-window", type=int, help="Bytes of history a replay learns."),
-        click.option("--replay-passes", type=int, help="Passes over the window per replay."),
         click.option("--decay", type=int,
                      help="Decay lr by sqrt(decay / t) after t > decay bytes."),
+        _recipe_options,
         click.option("--seed", type=int, help="Seed of the initial weights."),
         click.option("--prior", type=click.Choice(("preset", "none")), default="preset",
                      show_default=True,

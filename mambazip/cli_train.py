@@ -15,6 +15,7 @@ from .cli import (
     _describe,
     _memlimit_option,
     _progress,
+    _recipe_options,
     _say,
     _size,
     preset_names,
@@ -116,6 +117,7 @@ def _fraction(ctx, param, value):
 @click.option("--bptt", type=int, help="Truncated BPTT: one update per this many bytes.")
 @click.option("--warmup", type=int, help="Learning-rate warm-up, in bytes.")
 @click.option("--decay", type=int, help="Decay lr by sqrt(decay / t) after t > decay bytes.")
+@_recipe_options
 @click.option("--seed", type=int, help="Seed of the initial weights.")
 @_memlimit_option
 @click.option(

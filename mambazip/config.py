@@ -150,7 +150,8 @@ class TrainConfig:
     steps have passed (beta2_t = min(beta2, 1 - 1/t), no bias correction: the mean has none).
     ``lr_scale``: learning-rate multipliers per SCOPE_GROUPS group; a tensor takes the
     product of its groups' multipliers. ``horizon``: the update every ``bptt`` bytes learns
-    the last ``horizon`` bytes (a multiple of bptt; 0: bptt), through the state; with
+    its new bytes with the gradient carried back through the state over the last
+    ``horizon`` forwards (a multiple of bptt; 0: bptt), as TBPTT(bptt, horizon) does; with
     ``curriculum`` > 0 the horizon starts at bptt and grows by bptt every ``curriculum``
     bytes learned. ``iters``: optimizer steps per update on the same window. Replay: every
     ``replay_every`` bytes learned, ``replay_passes`` passes of truncated BPTT over the last

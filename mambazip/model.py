@@ -146,8 +146,9 @@ class Model:
     def segment_gradient(self, inputs, targets, chunk=None):
         """Gradient of the mean of -log p(targets[t]) over forwards of ``inputs`` from the
         current state, carried back through the state across the whole segment (truncated
-        BPTT), activations replayed in chunks of ``chunk``. HF names and shapes, float32.
-        The state is left as it was."""
+        BPTT), activations replayed in chunks of ``chunk``; a target of -1 has no loss (its
+        forward is only a path for the gradient). HF names and shapes, float32. The state
+        is left as it was."""
         n = len(inputs)
         seg = self.new_segment(n, chunk or n)[0]
         saved = self.conv_state.copy(), self.ssm_state.copy(), self.counters.copy()
@@ -162,7 +163,8 @@ class Model:
         segment_backward(
             self.params.flat, self.A, grad, self.params.offsets,
             np.ones(N_TENSORS, dtype=np.bool_),
-            self.dims, self.hyper, self.conv_state, self.ssm_state, self.counters, seg, n, True,
+            self.dims, self.hyper, self.conv_state, self.ssm_state, self.counters, seg, n,
+            sum(1 for t in targets if t >= 0), True,
         )  # fmt: skip
         self.conv_state[...], self.ssm_state[...], self.counters[...] = saved
         return Params(self.cfg, grad).to_hf()
@@ -337,5 +339,5 @@ class OnlineLearner:
         segment_update(
             m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
             self.ranges, self.lrs, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
-            self.seg, known, False, new, self.settings.train.iters,
+            self.seg, known, False, new, True, self.settings.train.iters,
         )  # fmt: skip

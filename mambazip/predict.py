@@ -13,7 +13,8 @@ import numpy as np
 from .config import VOCAB
 from .errors import ConfigError
 from .kernels.forward import acts_size
-from .kernels.segment import segment_sizes
+from .kernels.layout import N_TENSORS
+from .kernels.segment import N_PLAN, segment_sizes
 from .model import OnlineLearner, segment_shapes
 from .params import flat_size
 from .predictor import ContextMixer
@@ -107,6 +108,7 @@ def memory_bytes(settings, replay_chunk=None, chunk=4096):
     total += 4 * 4 * flat_size(cfg)  # weights, gradient, two Adam moments
     total += 4 * (K * L * E + 2 * L * E * N)  # conv state, SSM state, A
     total += 4 * acts_size(dims)
+    total += 4 * N_TENSORS + 8 * N_PLAN  # learning-rate multipliers (at most one per tensor), plan
     n_ints, n_floats = segment_sizes(dims, 1, 1)  # bptt=1 scratch
     total += 8 * n_ints + 4 * n_floats
     if train.bptt > 1 and train.optimizer != "none":

@@ -241,15 +241,21 @@ def test_memlimit_below_what_the_settings_need_is_refused_on_both_sides():
     assert decompress(blob, memlimit=need)[0] == b"data"
 
 
-@pytest.mark.parametrize("bptt", [1, 16])
-def test_memory_estimate_covers_every_array_the_mamba_allocates(bptt):
-    settings = mambazip.resolve_settings(model=TINY_MODEL, train={"bptt": bptt}, mix="none")
+@pytest.mark.parametrize(
+    "train",
+    [{"bptt": 1}, {"bptt": 16},
+     {"bptt": 4, "horizon": 32, "replay_every": 64, "replay_window": 1000}],
+    ids=["bptt1", "bptt16", "horizon-replay"],
+)  # fmt: skip
+def test_memory_estimate_covers_every_array_the_mamba_allocates(train):
+    settings = mambazip.resolve_settings(model=TINY_MODEL, train=train, mix="none")
     learner = Predictor(settings).learner
     m = learner.model
     arrays = [m.params.flat, learner.grad, learner.adam_m, learner.adam_v, m.conv_state,
-              m.ssm_state, m.A, m.work]  # fmt: skip
+              m.ssm_state, m.A, m.work, learner.lrs]  # fmt: skip
     if learner.seg is not None:
-        arrays += [learner._seg_ints, learner._seg_floats]
+        arrays += [learner._seg_ints, learner._seg_floats, learner._rep_ints,
+                   learner._rep_floats, learner.plan]  # fmt: skip
     # The bptt=1 scratch is a one-token segment (Model.__init__), held through its views.
     n_ints, n_floats = segment_sizes(m.dims, 1, 1)
     allocated = sum(a.nbytes for a in arrays) + 8 * n_ints + 4 * n_floats

@@ -187,19 +187,20 @@ def _window_gradient(cfg, weights, prefix, inputs, targets):
     return model, model.segment_gradient(inputs, targets)
 
 
-def test_horizon_updates_learn_the_whole_window_from_its_saved_state():
-    """Update 2 learns forwards 0, b0..b4 (targets b0..b5) from the zero state under the
-    weights of update 1; update 3 learns b2..b7 (targets b3..b8) from the state the rerun
-    after update 2 left at b2, that of 0, b0, b1 under its weights."""
+def test_horizon_updates_learn_the_new_bytes_through_the_whole_window():
+    """Update 2 learns targets b3..b5 of forwards 0, b0..b4 from the zero state under the
+    weights of update 1, the gradient flowing back through all six; update 3 learns
+    b6..b8 of forwards b2..b7, from the state the rerun after update 2 left at b2: that of
+    0, b0, b1 under its weights. The forwards already learned carry no loss (target -1)."""
     cfg, start = _params(NAME)
     learner, (w1, w2, w3) = _horizon_run()
     b = _data(9).tolist()
     assert learner.step == 3 and learner.learned == 9
     _, g1 = _window_gradient(cfg, start.to_hf(), [], [0, b[0], b[1]], b[0:3])
     assert all(np.array_equal(w1[k], v) for k, v in _sgd_step(start.to_hf(), g1, LR).items())
-    _, g2 = _window_gradient(cfg, w1, [], [0, *b[0:5]], b[0:6])
+    _, g2 = _window_gradient(cfg, w1, [], [0, *b[0:5]], [-1, -1, -1, *b[3:6]])
     assert all(np.array_equal(w2[k], v) for k, v in _sgd_step(w1, g2, LR).items())
-    _, g3 = _window_gradient(cfg, w2, [0, b[0], b[1]], b[2:8], b[3:9])
+    _, g3 = _window_gradient(cfg, w2, [0, b[0], b[1]], b[2:8], [-1, -1, -1, *b[6:9]])
     assert all(np.array_equal(w3[k], v) for k, v in _sgd_step(w2, g3, LR).items())
 
 
@@ -208,29 +209,48 @@ def _fd_setup():
     cfg, _ = _params(NAME)
     _, (_, w2, _) = _horizon_run()
     b = _data(9).tolist()
-    model, grads = _window_gradient(cfg, w2, [0, b[0], b[1]], b[2:8], b[3:9])
+    model, grads = _window_gradient(cfg, w2, [0, b[0], b[1]], b[2:8], [-1, -1, -1, *b[6:9]])
     conv, ssm = model.state_hf()
     state = (np.array(conv, dtype=np.float64), np.array(ssm, dtype=np.float64))
-    return cfg, ref.to_float64(w2, cfg), state, grads, b[2:8], b[3:9]
+    return cfg, ref.to_float64(w2, cfg), state, grads, b[2:8], b[6:9]
 
 
 @pytest.mark.parametrize(("name", "tensor"), [c for c in fdm.CASES if c.values[0] == NAME])
 def test_horizon_gradient_matches_float64_finite_differences(name, tensor):
-    """The gradient of update 3 (a window of 6 that starts mid-stream) against central
-    differences of the reference's mean window loss, the start state held constant."""
+    """The gradient of update 3 (a window of 6 that starts mid-stream, the loss of its
+    newest 3 targets) against central differences of the reference's loss, the start state
+    held constant: a gradient that stopped at the stride would miss the older forwards'
+    share."""
     cfg, params, state, grads, inputs, targets = _fd_setup()
 
     def loss(p):
         s, total = state, 0.0
-        for x, y in zip(inputs, targets, strict=True):
+        for t, x in enumerate(inputs):
             logits, s = ref.step(p, cfg, s, x)
-            total += ref.nll(logits, y)
-        return total / len(inputs)
+            if t >= len(inputs) - len(targets):
+                total += ref.nll(logits, targets[t - len(inputs) + len(targets)])
+        return total / len(targets)
 
     fdm.assert_directions_match(
         grads[tensor], np.random.default_rng([SEED, 3]),
         lambda direction: fdm.central_difference(loss, params, tensor, direction),
     )  # fmt: skip
+
+
+def test_the_horizon_carries_gradient_the_stride_alone_would_not():
+    """Update 3's gradient through the six forwards differs from that of its three new
+    forwards alone, from the state at b5, in the SSM and convolution weights."""
+    cfg, _ = _params(NAME)
+    _, (_, w2, _) = _horizon_run()
+    b = _data(9).tolist()
+    _, through = _window_gradient(cfg, w2, [0, b[0], b[1]], b[2:8], [-1, -1, -1, *b[6:9]])
+    model = _model_with(cfg, w2)
+    for x in (0, b[0], b[1], b[2], b[3], b[4]):
+        model.forward(x)
+    stride = model.segment_gradient(b[5:8], b[6:9])
+    for tensor in ("backbone.layers.0.mixer.A_log", "backbone.layers.0.mixer.conv1d.weight"):
+        full, short = (np.asarray(g[tensor], dtype=np.float64) for g in (through, stride))
+        assert np.max(np.abs(full - short)) > 100 * fdm.ENTRY_RTOL * np.max(np.abs(full)), tensor
 
 
 def test_live_state_after_a_horizon_update_is_the_window_rerun_with_the_new_weights():

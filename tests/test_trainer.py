@@ -172,3 +172,16 @@ def test_cli_saves_a_model_of_the_preset(tmp_path):
     again = CliRunner().invoke(train_command, [*args, "-f"])
     assert again.exit_code == 0, again.output
     assert checkpoint.load(str(out)).params.flat.tobytes() == saved.params.flat.tobytes()
+
+
+def test_cli_trains_with_the_recipe_options_and_saves_them(tmp_path):
+    root = write_corpus(tmp_path / "c", n=2, words=60)
+    out = tmp_path / "model.safetensors"
+    args = [str(root), "--save-model", str(out), "--preset", "fast", "--beta1", "0",
+            "--horizon", "32", "--replay-every", "256", "--replay-window", "128", "-q"]  # fmt: skip
+    result = CliRunner().invoke(train_command, args)
+    assert result.exit_code == 0, result.output
+    train = checkpoint.load(str(out)).settings.train
+    assert (train.beta1, train.horizon, train.replay_every, train.replay_window) == (
+        0.0, 32, 256, 128,
+    )  # fmt: skip

@@ -186,7 +186,8 @@ def conv_backward(dxin, dconv_w, dconv_b, dpend, dxc, conv_in, conv_w, need_w, n
 @njit(cache=True, error_model="numpy")
 def head_backward(G, dfr, work, dims, W, targets, need, scale):
     """From the pdfs to the residual stream after the last layer, for the n tokens of
-    ``targets`` (n,): dfr.emb_dx[:n] (n, D) = the gradients of x_f. Overwrites the rows of
+    ``targets`` (n,) (a negative target: no loss at that token): dfr.emb_dx[:n] (n, D) =
+    the gradients of x_f. Overwrites the rows of
     head_dy (the logits' gradients), dh and, with need[LM_HEAD], head_x; adds to G.norm_f
     and G.lm_head_bias."""
     n = targets.shape[0]
@@ -195,9 +196,12 @@ def head_backward(G, dfr, work, dims, W, targets, need, scale):
     dh = dfr.dh[:n]
     for t in range(n - 1, -1, -1):
         act = acts_views(work[t], dims)
-        for v in range(V):
-            dlogits[t, v] = act.probs[v]
-        dlogits[t, targets[t]] -= f32(1.0)
+        if targets[t] < 0:  # no loss here: the forward is only a path back through the state
+            dlogits[t, :] = f32(0.0)
+        else:
+            for v in range(V):
+                dlogits[t, v] = act.probs[v]
+            dlogits[t, targets[t]] -= f32(1.0)
         if scale != f32(1.0):
             for v in range(V):
                 dlogits[t, v] *= scale

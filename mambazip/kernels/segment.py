@@ -170,12 +170,14 @@ def _restore(conv_state, ssm_state, counters, seg, c):
 
 @njit(cache=True, error_model="numpy")
 def segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
-                     seg, n_steps, live):  # fmt: skip
-    """grad += the gradient of the mean of -log p(target) over the segment's first
-    ``n_steps`` forwards. ``live``: the newest chunk's activations are still those of the
-    forwards (so it needs no replay). Leaves the live state at the start of some chunk."""
+                     seg, n_steps, n_loss, live):  # fmt: skip
+    """grad += the gradient of the sum of -log p(target) over the segment's first
+    ``n_steps`` forwards, divided by ``n_loss``, the targets that are not negative (a
+    negative target marks a forward that is only a path back through the state).
+    ``live``: the newest chunk's activations are still those of the forwards (so it needs
+    no replay). Leaves the live state at the start of some chunk."""
     chunk = seg.work.shape[0]
-    scale = f32(1.0 / n_steps)
+    scale = f32(1.0 / n_loss)
     seg.dssm[...] = f32(0.0)
     seg.dpend[...] = f32(0.0)
     newest = (n_steps - 1) // chunk
@@ -215,19 +217,20 @@ def _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_
 
 @njit(cache=True, error_model="numpy")
 def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
-                   conv_state, ssm_state, counters, seg, n_steps, live, learned,
+                   conv_state, ssm_state, counters, seg, n_steps, live, n_new, clock,
                    iters):  # fmt: skip
-    """Learn the segment's first ``n_steps`` targets with ``iters`` optimizer steps, the
-    forwards run again with the weights of each before the next; the schedule's clock
-    moves by the ``learned`` bytes that are new. Then rerun them from the segment's start
-    state with the new weights and open a new, empty segment."""
+    """Learn the newest ``n_new`` targets of the segment's first ``n_steps`` forwards (the
+    older ones are marked negative: the gradient only passes through them) with ``iters``
+    optimizer steps, the forwards run again with the weights of each before the next; with
+    ``clock`` the schedule's clock moves by the n_new bytes. Then rerun them from the
+    segment's start state with the new weights and open a new, empty segment."""
     for it in range(iters):
         if it > 0:
             _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps)
         segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
-                         seg, n_steps, live and it == 0)  # fmt: skip
-        if it == 0:
-            counters[C_BYTES] += learned
+                         seg, n_steps, n_new, live and it == 0)  # fmt: skip
+        if it == 0 and clock:
+            counters[C_BYTES] += n_new
         optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                        counters, counters[C_BYTES])  # fmt: skip
     _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps)
@@ -247,13 +250,12 @@ def window_at(plan, learned):
 @njit(cache=True, error_model="numpy")
 def _slide(seg, n_steps, keep):
     """Drop the segment's oldest n_steps - keep forwards (whole chunks), keeping the
-    newest ``keep`` with their saved start states."""
+    newest ``keep`` with their saved start states, their targets marked learned (-1): the
+    next update's gradient flows back through them, its loss is the new targets'."""
     drop = n_steps - keep
-    if drop == 0:
-        return
     for t in range(keep):
         seg.inputs[t] = seg.inputs[t + drop]
-        seg.targets[t] = seg.targets[t + drop]
+        seg.targets[t] = -1
     chunk = seg.work.shape[0]
     for c in range(keep // chunk):
         seg.ck_conv[c] = seg.ck_conv[c + drop // chunk]
@@ -288,12 +290,13 @@ def replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
             rep.targets[t - 1] = seg.hist[(start + j) % W]
             if t == bptt:
                 segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims,
-                               hyper, conv_state, ssm_state, counters, rep, t, True, 0,
-                               1)  # fmt: skip
+                               hyper, conv_state, ssm_state, counters, rep, t, True, t,
+                               False, 1)  # fmt: skip
         t = counters[C_SEG]
         if t > 0:
             segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
-                           conv_state, ssm_state, counters, rep, t, True, 0, 1)  # fmt: skip
+                           conv_state, ssm_state, counters, rep, t, True, t, False,
+                           1)  # fmt: skip
     conv_state[...] = live_conv
     ssm_state[...] = live_ssm
     counters[C_POS], counters[C_LAST_INPUT], counters[C_SEG] = live_pos, live_input, live_seg
@@ -329,7 +332,7 @@ def run_segments(
         seg.targets[t] = b
         if (t + 1) % bptt == 0:
             segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
-                           conv_state, ssm_state, counters, seg, t + 1, True, bptt,
+                           conv_state, ssm_state, counters, seg, t + 1, True, bptt, True,
                            plan[P_ITERS])  # fmt: skip
             keep = min(t + 1, window_at(plan, counters[C_BYTES]) - bptt)
             _slide(seg, t + 1, keep)

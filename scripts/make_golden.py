@@ -119,6 +119,25 @@ CASES = {
             {"bptt": 4, "lr": 0.01},
             {"mix": "none", "extras": NAMED, "block_size": 256, "frame_size": 768},
         ),
+        # Every training-recipe knob at once (config.RECIPE_DEFAULTS), recorded in the header.
+        "tiny-recipe-frames": (
+            TEXT * 2,
+            TINY,
+            {
+                "bptt": 4,
+                "lr": 0.01,
+                "beta1": 0.0,
+                "beta2_warmup": True,
+                "lr_scale": {"head": 2.0},
+                "horizon": 12,
+                "curriculum": 300,
+                "iters": 2,
+                "replay_every": 512,
+                "replay_window": 400,
+                "replay_passes": 2,
+            },
+            {"mix": "none", "extras": NAMED, "block_size": 256, "frame_size": 1024},
+        ),
         "default-preset-one-frame": (
             TEXT[:400],
             {},

@@ -207,10 +207,17 @@ class TrainConfig:
         if self.horizon and (self.horizon < bptt or self.horizon % bptt):
             raise ConfigError(f"horizon must be 0 or a multiple of bptt ({bptt}), "
                               f"got {self.horizon}")  # fmt: skip
+        if self.horizon == bptt:  # the same training as no horizon: one form in headers
+            object.__setattr__(self, "horizon", 0)
         if self.curriculum and self.window == bptt:
             raise ConfigError("curriculum needs a horizon longer than bptt")
         if bool(self.replay_every) != bool(self.replay_window):
             raise ConfigError("replay_every and replay_window go together")
+        if self.replay_passes != 1 and not self.replay_every:
+            raise ConfigError("replay_passes needs replay_every and replay_window")
+        if 0 < self.replay_every < bptt:
+            raise ConfigError(f"replay_every must be at least bptt ({bptt}): replays happen "
+                              "at updates")  # fmt: skip
         if bptt == 1 and (self.horizon > 1 or self.iters > 1 or self.replay_every):
             raise ConfigError("horizon, iters and replay need bptt > 1")
         if self.extra_work > MAX_EXTRA_WORK:
@@ -230,7 +237,7 @@ class TrainConfig:
         for group, value in scale:
             if group not in SCOPE_GROUPS:
                 raise ConfigError(f"lr_scale: {group!r} is not one of {', '.join(SCOPE_GROUPS)}")
-            if _is_int(value):
+            if _is_int(value) and abs(value) <= 1 << 53:
                 value = float(value)
             if not isinstance(value, float) or not (math.isfinite(value) and 0 <= value <= 1e3):
                 raise ConfigError(f"lr_scale[{group}] must be a number in 0..1000, got {value!r}")
@@ -327,7 +334,8 @@ def _build(cls, values):
         raise ConfigError(f"unknown {cls.__name__} field(s): {', '.join(sorted(unknown))}")
     coerced = {}
     for name, value in values.items():
-        if known[name] is float and isinstance(value, int) and not isinstance(value, bool):
+        # An integer too large for a float stays an int, which the field's check refuses.
+        if known[name] is float and _is_int(value) and abs(value) <= 1 << 53:
             value = float(value)
         if name == "scope" and isinstance(value, list):
             value = tuple(value)

@@ -60,14 +60,14 @@ SEGMENT_MEMORY = 256 << 20
 _OPTIMIZER_CODES = {"none": OPT_NONE, "sgd": OPT_SGD, "adam": OPT_ADAM}
 
 
-def replay_chunk_for(dims, bptt, replay_chunk=None):
+def replay_chunk_for(dims, bptt, replay_chunk=None, divides=False):
     """Forwards of a truncated-BPTT segment whose activations are kept: ``replay_chunk``, by
-    default as many as SEGMENT_MEMORY holds, at most the stride ``bptt`` and a divisor of
-    it (a horizon's oldest chunks are dropped a stride at a time)."""
+    default as many as SEGMENT_MEMORY holds, at most the stride ``bptt``; with ``divides`` a
+    divisor of it (a horizon's oldest chunks are dropped a stride at a time)."""
     if replay_chunk is None:
         replay_chunk = SEGMENT_MEMORY // (4 * acts_size(dims))
     chunk = max(1, min(replay_chunk, bptt))
-    while bptt % chunk:
+    while divides and bptt % chunk:
         chunk -= 1
     return chunk
 
@@ -75,7 +75,7 @@ def replay_chunk_for(dims, bptt, replay_chunk=None):
 def segment_shapes(dims, train, replay_chunk=None):
     """((capacity, chunk, history), replay shape or None): the truncated-BPTT segment of
     ``train`` and the one its replay passes use (``segment_sizes`` arguments)."""
-    chunk = replay_chunk_for(dims, train.bptt, replay_chunk)
+    chunk = replay_chunk_for(dims, train.bptt, replay_chunk, divides=train.window > train.bptt)
     live = (train.window, chunk, train.replay_window)
     return live, ((train.bptt, chunk, 0) if train.replay_every else None)
 
@@ -333,6 +333,8 @@ class OnlineLearner:
         if self.seg is None:
             return
         known = int(m.counters[C_SEG]) - 1
+        if known <= 0:  # nothing to learn, also after a finish
+            return
         new = known % self.settings.train.bptt  # the forwards before them were learned
         if new == 0:
             return

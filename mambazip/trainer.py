@@ -53,7 +53,8 @@ DEFAULT_BETWEEN = "separator"
 HELDOUT_LIST = "heldout.txt"
 # Bytes per call of the compiled loop: a progress report (and a signal check) each time.
 CHUNK = 1 << 15
-TRAINER_VERSION = 1
+# 2: the segment buffers hold a horizon and a replay history (training-recipe knobs).
+TRAINER_VERSION = 2
 _KEY_RUN = "mambazip.train_run"
 _STATE = "mambazip.train_state."
 _FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
@@ -328,7 +329,9 @@ class Training:
         try:
             run = json.loads(meta[_KEY_RUN])
             if run["version"] != TRAINER_VERSION:
-                raise TrainError(f"{path}: trainer checkpoint version {run['version']!r}")
+                raise TrainError(f"{path}: trainer checkpoint version {run['version']!r}, not "
+                                 f"{TRAINER_VERSION}: resume it with the release that wrote "
+                                 "it")  # fmt: skip
             if settings is not None and settings.to_dict() != start.settings.to_dict():
                 raise TrainError(f"{path}: trained with other settings than these; give the "
                                  "same preset and options as the run it continues")  # fmt: skip

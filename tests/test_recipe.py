@@ -117,7 +117,7 @@ def test_beta2_warmup_makes_v_the_mean_of_the_squared_gradients():
 
 
 def _after_one_byte(**train):
-    train = {"optimizer": "sgd", "bptt": 1, **train}
+    train = {"optimizer": "sgd", "bptt": 1, "lr_scale": {}, **train}
     settings = mambazip.resolve_settings(model=TINY_MODEL, mix="none", train=train)
     learner = OnlineLearner(settings)
     learner.advance(np.frombuffer(b"m", dtype=np.uint8))
@@ -273,14 +273,26 @@ def test_live_state_after_a_horizon_update_is_the_window_rerun_with_the_new_weig
 
 
 @pytest.mark.parametrize("replay_chunk", [1, 2])
-def test_horizon_bits_do_not_depend_on_how_activations_are_replayed(replay_chunk):
-    train = {"optimizer": "adam", "lr": 0.01, "bptt": 4, "horizon": 12, "iters": 2}
+def test_recipe_bits_do_not_depend_on_how_activations_are_replayed(replay_chunk):
+    train = {"optimizer": "adam", "lr": 0.01, "bptt": 4, "horizon": 12, "iters": 2,
+             "curriculum": 9, "replay_every": 12, "replay_window": 10}  # fmt: skip
     data = np.frombuffer(BYTES, dtype=np.uint8)
     whole = _learner(NAME, **train)
     chunked = _learner(NAME, replay_chunk=replay_chunk, **train)
     assert chunked.seg.work.shape[0] == replay_chunk
     assert np.array_equal(whole.advance(data)[1], chunked.advance(data)[1])
     assert np.array_equal(whole.model.params.flat, chunked.model.params.flat)
+
+
+def test_finish_twice_learns_nothing_more():
+    learner = _learner(NAME, optimizer="adam", lr=0.01, bptt=4, horizon=8)
+    learner.advance(_data(11))
+    learner.finish()
+    weights, step, learned = learner.model.params.flat.copy(), learner.step, learner.learned
+    learner.finish()
+    assert np.array_equal(learner.model.params.flat, weights)
+    # Updates at bytes 4 and 8, then finish learns bytes 9-11 in one step.
+    assert (learner.step, learner.learned) == (step, learned) == (3, 11)
 
 
 # ---------------------------------------------------------------------- curriculum
@@ -293,6 +305,13 @@ def test_curriculum_grows_the_window_by_bptt_every_curriculum_bytes(learned, win
     plan = np.zeros(N_PLAN, dtype=np.int64)
     plan[P_BPTT], plan[P_WINDOW], plan[P_CURRICULUM] = 4, 16, 10
     assert window_at(plan, learned) == window
+
+
+def test_the_curriculum_window_stops_at_the_horizon_on_any_clock():
+    plan = np.zeros(N_PLAN, dtype=np.int64)
+    plan[P_BPTT], plan[P_WINDOW], plan[P_CURRICULUM] = 2, 4, 1
+    for learned in (2**62 - 1, 2**63 - 1):
+        assert window_at(plan, learned) == 4
 
 
 def test_a_curriculum_that_has_not_grown_learns_as_bptt_alone():
@@ -327,26 +346,28 @@ def test_iters_takes_its_steps_on_the_same_window_each_from_the_last():
 # -------------------------------------------------------------------------- replay
 
 
-def test_a_replay_pass_learns_the_window_as_a_new_stream_would():
-    """bptt 4, a replay of the last 10 bytes every 8 learned: at the 8th byte the weights
-    are those of the learner without replay, after which a fresh learner of those weights,
-    moments and step, fed the 10 bytes (with one replay none are older: the 8 bytes),
-    then ``finish``, gives the weights of the learner with replay (a constant lr, so the
-    clock the replay does not move makes no difference)."""
+@pytest.mark.parametrize("window", [10, 6])
+def test_a_replay_pass_learns_the_window_as_a_new_stream_would(window):
+    """bptt 4, a replay of the last ``window`` bytes every 8 learned: at the 8th byte the
+    weights are those of the learner without replay, after which a fresh learner of those
+    weights, moments and step, fed the window's bytes (all 8 when it holds more; the last 6
+    of a ring that wrapped), then ``finish``, gives the weights of the learner with replay
+    (a constant lr, so the clock the replay does not move makes no difference)."""
     train = {"optimizer": "adam", "lr": 0.01, "bptt": 4, "decay": 0}
     data = _data(8)
-    with_replay = _learner(NAME, replay_every=8, replay_window=10, **train)
+    with_replay = _learner(NAME, replay_every=8, replay_window=window, **train)
     with_replay.advance(data)
     without = _learner(NAME, **train)
     without.advance(data)
-    assert with_replay.step == without.step + 2 and with_replay.learned == without.learned == 8
+    n = min(window, 8)
+    assert with_replay.step == without.step + -(-n // 4) and with_replay.learned == 8
     cfg, _ = _params(NAME)
     fresh = OnlineLearner(
         Settings(model=cfg, train=TrainConfig(**train)),
         params=Params(cfg, without.model.params.flat.copy()),
         moments=(without.adam_m, without.adam_v), step=without.step,
     )  # fmt: skip
-    fresh.advance(data)
+    fresh.advance(data[8 - n :])
     fresh.finish()
     assert np.array_equal(with_replay.model.params.flat, fresh.model.params.flat)
     assert not np.array_equal(with_replay.model.params.flat, without.model.params.flat)
@@ -391,7 +412,7 @@ def test_replay_puts_the_live_state_back():
 # ---------------------------------------------------------------- header and codec
 
 RECIPES = {
-    "beta1-0-warmup": {"beta1": 0.0, "beta2_warmup": True, "beta2": 0.9999},
+    "beta1-beta2-warmup": {"beta1": 0.5, "beta2_warmup": True, "beta2": 0.9999},
     "lr-scale": {"lr_scale": {"head": 3.0, "embed": 0.5}},
     "horizon": {"horizon": 32},
     "curriculum": {"horizon": 48, "curriculum": 300},
@@ -418,6 +439,16 @@ def test_the_default_recipe_adds_nothing_to_the_header():
                              "replay_every", "replay_window", "replay_passes"}  # fmt: skip
 
 
+def test_a_horizon_of_bptt_is_no_horizon():
+    assert TrainConfig(bptt=16, horizon=16) == TrainConfig(bptt=16)
+
+
+def test_a_float_too_large_for_a_float_is_a_config_error():
+    with pytest.raises(ConfigError, match="lr must be"):
+        Settings.from_dict({"model": TINY_MODEL | {"d_inner": 16, "dt_rank": 1},
+                            "train": {"lr": 10**400}})  # fmt: skip
+
+
 def test_multipliers_of_one_are_left_out_of_the_header():
     assert TrainConfig(lr_scale={"head": 1.0}) == TrainConfig()
     assert TrainConfig(lr_scale={"head": 2}).to_dict()["lr_scale"] == {"head": 2.0}
@@ -436,6 +467,9 @@ def test_multipliers_of_one_are_left_out_of_the_header():
         ({"lr_scale": {"gates": 2.0}}, "not one of"),
         ({"lr_scale": {"head": -1.0}}, "lr_scale[head]"),
         ({"beta2_warmup": 1}, "true or false"),
+        ({"lr_scale": {"head": 10**400}}, "lr_scale[head]"),
+        ({"bptt": 16, "replay_passes": 2}, "replay_passes needs"),
+        ({"bptt": 16, "replay_every": 8, "replay_window": 100}, "at least bptt"),
     ],
 )
 def test_a_recipe_out_of_bounds_is_refused(train, message):
@@ -460,6 +494,7 @@ def test_the_cli_sets_every_knob_and_info_shows_them(tmp_path, tiny_flags):
     assert (train.horizon, train.curriculum, train.iters) == (32, 500, 2)
     assert (train.replay_every, train.replay_window, train.replay_passes) == (1024, 300, 2)
     shown = runner.invoke(cli, ["info", str(tmp_path / "a.txt.mz")])
+    assert shown.exit_code == 0, shown.output
     assert "replay_window=300" in shown.output or "replay_window 300" in shown.output
     back = runner.invoke(cli, ["decompress", "-q", "-c", str(tmp_path / "a.txt.mz")])
     assert back.exit_code == 0 and back.stdout_bytes == TEXT
@@ -470,4 +505,5 @@ def test_a_bad_lr_scale_flag_is_one_line(tmp_path, tiny_flags):
     src.write_bytes(TEXT)
     result = CliRunner().invoke(cli, ["compress", *tiny_flags, "--lr-scale", "gates=2", str(src)])
     assert result.exit_code == 2 and "gates" in result.output
+    assert "Traceback" not in result.output and result.exception.__class__ is SystemExit
     assert not (tmp_path / "a.txt.mz").exists()

@@ -244,7 +244,10 @@ def window_at(plan, learned):
     bptt, window, curriculum = plan[P_BPTT], plan[P_WINDOW], plan[P_CURRICULUM]
     if curriculum == 0:
         return window
-    return min(window, bptt * (1 + learned // curriculum))
+    grown = learned // curriculum
+    if grown >= window // bptt - 1:  # compared before multiplying: a late clock would wrap
+        return window
+    return bptt * (1 + grown)
 
 
 @njit(cache=True, error_model="numpy")

@@ -187,9 +187,8 @@ def conv_backward(dxin, dconv_w, dconv_b, dpend, dxc, conv_in, conv_w, need_w, n
 def head_backward(G, dfr, work, dims, W, targets, need, scale):
     """From the pdfs to the residual stream after the last layer, for the n tokens of
     ``targets`` (n,) (a negative target: no loss at that token): dfr.emb_dx[:n] (n, D) =
-    the gradients of x_f. Overwrites the rows of
-    head_dy (the logits' gradients), dh and, with need[LM_HEAD], head_x; adds to G.norm_f
-    and G.lm_head_bias."""
+    the gradients of x_f. Overwrites the rows of head_dy (the logits' gradients), dh and,
+    with need[LM_HEAD], head_x; adds to G.norm_f and G.lm_head_bias."""
     n = targets.shape[0]
     V = dims[DIM_V]
     dlogits = dfr.head_dy[:n]

@@ -205,9 +205,10 @@ def _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_
     chunk = seg.work.shape[0]
     for lo in range(0, n_steps, chunk):
         c = lo // chunk
-        seg.ck_conv[c] = conv_state
-        seg.ck_ssm[c] = ssm_state
-        seg.ck_pos[c] = counters[C_POS]
+        if c > 0:  # chunk 0 starts from the state just restored from its save
+            seg.ck_conv[c] = conv_state
+            seg.ck_ssm[c] = ssm_state
+            seg.ck_pos[c] = counters[C_POS]
         counters[C_POS] = model_rerun(
             W, A, conv_state, ssm_state, counters[C_POS], seg.inputs[lo : min(lo + chunk, n_steps)],
             scratch, dims[DIM_R], f32(hyper[H_EPS]),

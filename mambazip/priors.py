@@ -29,7 +29,8 @@ def preset_prior(preset):
 
 
 def _file(sha):
-    return models_dir().joinpath(FOLDER, f"{sha}.safetensors")
+    # One name per joinpath: the Traversable protocol takes a single name on Python 3.10.
+    return models_dir().joinpath(FOLDER).joinpath(f"{sha}.safetensors")
 
 
 def shipped(sha):
@@ -76,9 +77,10 @@ TEXT_CONTROL_LIMIT = 0.25
 
 
 def looks_like_text(block):
-    """Whether a prior trained on text should start the Mamba on data beginning so."""
+    """Whether a prior trained on text should start the Mamba on data beginning so. Not on
+    an empty input: there is nothing to predict, and naming a prior costs header bytes."""
     if not block:
-        return True
+        return False
     counts = np.bincount(np.frombuffer(block, dtype=np.uint8), minlength=256)
     control = int(counts[:32].sum() - counts[[9, 10, 12, 13]].sum() + counts[127])
     return control <= TEXT_CONTROL_LIMIT * len(block)

@@ -10,6 +10,10 @@ stderr captured, and reports what a user would see: exit code, stdout bytes, std
 An exception escaping ``main`` is reported as the interpreter would report it (a traceback
 on stderr, exit code 1), so tests can assert that none occurs. ``run_process`` runs
 ``python -m mambazip`` as a real subprocess, for pipes and the entry point itself.
+
+Every test runs from an empty directory outside the checkout, as a user would: a subprocess
+started with ``python -m`` puts its working directory first on ``sys.path``, and from the
+checkout's root that would import the source tree instead of the installed package.
 """
 
 from __future__ import annotations
@@ -29,6 +33,14 @@ from mambazip import cli as cli_module
 
 TINY_MODEL = {"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3}
 TINY_FLAGS = ("--d-model", "8", "--n-layer", "1", "--d-state", "4", "--d-conv", "3")
+
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _outside_the_checkout(tmp_path_factory):
+    os.chdir(tmp_path_factory.mktemp("cwd"))
 
 
 def pytest_configure(config):

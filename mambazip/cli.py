@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import stat
 import sys
@@ -728,6 +729,8 @@ def info(files, test, model_path, resume_path, memlimit, quiet):
         try:
             entry.check()
             failed |= not _info_one(path, test, start, resume, quiet, memlimit)
+        except BrokenPipeError:  # the reader went away (| head): not this file's fault
+            raise
         except (MambazipError, OSError, MemoryError) as exc:
             _say(_describe(path, exc))
             failed = True
@@ -793,8 +796,16 @@ def _print_header(name, header, length, crc, size, streams):
         click.echo(f"  mixing           {_fields(mix) if isinstance(mix, dict) else mix}")
     click.echo(f"  seed             {settings['seed']}")
     if header["model_sha256"]:
-        flag = "--resume" if header["model_resume"] else "--model"
-        click.echo(f"  starting model   sha256 {header['model_sha256']} ({flag})")
+        click.echo(f"  starting model   sha256 {header['model_sha256']} "
+                   f"({_starting_model_kind(header)})")  # fmt: skip
+
+
+def _starting_model_kind(header):
+    if header["model_resume"]:
+        return "--resume"
+    if priors.shipped(header["model_sha256"]):
+        return "a prior shipped with mambazip"
+    return "--model, or a prior this installation does not ship"
 
 
 def _print_frames(header, index):
@@ -1006,6 +1017,8 @@ def _each(files, output, to_stdout, force, remove, quiet, verbose, run, name_out
         except _Skip as note:
             if not quiet:
                 _say(f"note: {note}")
+        except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly
+            raise
         except (MambazipError, OSError, MemoryError) as exc:
             _say(_describe(path, exc))
             failed = True
@@ -1157,6 +1170,17 @@ def _translate(args):
     return args
 
 
+def _not_a_command(word):
+    """gzip users type ``mambazip FILE``: say what to type instead."""
+    quoted = shlex.quote(word)
+    if word.endswith(".mz"):
+        return f"{word!r} is not a command; to decompress it: mambazip decompress {quoted}"
+    return (
+        f"{word!r} is not a command; to compress it: mambazip compress {quoted} "
+        f"(commands: {', '.join(sorted(cli.commands))})"
+    )
+
+
 def run(args, prog_name="mambazip", command=None):
     """Run the command line on ``args``; returns the exit code. Signals (``entry.Interrupted``)
     pass through to the caller, ``entry.run``."""
@@ -1166,6 +1190,9 @@ def run(args, prog_name="mambazip", command=None):
     target = cli if command is None else cli.commands[command]
     if command is None:
         args = _translate(args)
+        if not args[0].startswith("-") and args[0] not in cli.commands:
+            _say(_not_a_command(args[0]))
+            return 2
     try:
         rv = target.main(args, prog_name=prog_name, standalone_mode=False)
         return rv if isinstance(rv, int) else 0

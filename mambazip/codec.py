@@ -252,10 +252,17 @@ def _check_model(header, model, resume):
                 "decompress it without --model or --resume"
             )
         return
-    if model is None:
+    if model is None and want_resume:
         raise CheckpointError(
             f"this file was compressed starting from a model (SHA-256 {want}); "
             f"give that checkpoint with {flag}"
+        )
+    if model is None:
+        # A header names a prior and a user's --model alike, by SHA-256 only.
+        raise CheckpointError(
+            f"this file was compressed starting from the model with SHA-256 {want}, which "
+            f"this installation does not ship: if it is a prior of another mambazip release, "
+            f"install that release; if it is your checkpoint, give it with --model"
         )
     if model.digest() != want:
         raise CheckpointError(

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import struct
+import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -91,6 +92,32 @@ def test_no_arguments_print_a_short_usage_and_exit_2(run_cli):
     result = run_cli()
     line = result.error_line(2)
     assert "usage: mambazip compress|decompress" in line
+
+
+def test_a_file_name_in_place_of_a_command_says_what_to_type(run_cli, sample_file, snapshot):
+    before = snapshot(sample_file.parent)
+    line = run_cli(sample_file).error_line(2)
+    assert f"mambazip compress {sample_file}" in line
+    assert snapshot(sample_file.parent) == before
+
+
+def test_a_compressed_file_in_place_of_a_command_says_how_to_decompress(run_cli, mz_file):
+    line = run_cli(mz_file).error_line(2)
+    assert f"mambazip decompress {mz_file}" in line
+
+
+def test_a_reader_that_goes_away_ends_the_listing_quietly(mz_file):
+    """``mambazip -l f.mz | head -1``: the reader has left before the listing is written (its
+    end of the pipe is closed first, so the write fails every time); no "Broken pipe" line."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        lister = subprocess.run([sys.executable, "-m", "mambazip", "-l", mz_file],
+                                stdout=write_end, stderr=subprocess.PIPE, timeout=300)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert lister.stderr.decode() == ""
+    assert lister.returncode != 0
 
 
 def test_decompress_force_has_its_own_help(run_cli):

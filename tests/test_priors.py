@@ -102,7 +102,35 @@ def test_a_missing_prior_is_one_clear_line(run_cli, models):
     line = run_cli("compress", *TINY_PRESET, input=TEXT).error_line(1)
     assert sha in line and "--prior none" in line
     line = run_cli("decompress", input=blob).error_line(1)
-    assert sha in line
+    assert sha in line and "install that release" in line and "--model" in line
+
+
+def test_the_prior_is_found_through_a_folder_that_joins_one_name_at_a_time(models, monkeypatch):
+    """An installed package's data folder can be a Traversable whose joinpath takes one name
+    (a MultiplexedPath on Python 3.11): the prior is found through one all the same."""
+    from importlib.resources.readers import MultiplexedPath
+
+    folder, sha = models
+    monkeypatch.setattr(priors, "models_dir", lambda: MultiplexedPath(str(folder)))
+    assert priors.shipped(sha)
+    assert priors.load(sha).digest() == sha
+
+
+def test_an_empty_input_names_no_prior(run_cli, models):
+    packed = run_cli("compress", *TINY_PRESET, input=b"")
+    assert packed.exit_code == 0, packed.stderr
+    assert container.read_header(io.BytesIO(packed.stdout))["model_sha256"] is None
+    assert run_cli("decompress", input=packed.stdout).stdout == b""
+
+
+def test_info_calls_a_shipped_prior_a_prior(run_cli, models):
+    packed = run_cli("compress", *TINY_PRESET, input=TEXT).stdout
+    line = next(
+        line
+        for line in run_cli("info", input=packed).stdout.decode().splitlines()
+        if "starting model" in line
+    )
+    assert line.endswith("(a prior shipped with mambazip)"), line
 
 
 def test_an_altered_prior_is_one_clear_line(run_cli, models):
@@ -194,7 +222,6 @@ def test_binary_input_starts_from_the_seeded_init_not_the_prior(run_cli, models)
 def test_text_is_told_from_binary_by_its_control_bytes():
     assert priors.looks_like_text(b"plain text\twith tabs\r\nand lines\x0c" * 10)
     assert priors.looks_like_text("UTF-8 tekst: żółć, 日本語".encode() * 10)
-    assert priors.looks_like_text(b"")
     assert not priors.looks_like_text(b"\x00\x01\x02\x03text" * 10)
     assert priors.looks_like_text(b"\x1b" * 25 + b"a" * 75)
     assert not priors.looks_like_text(b"\x1b" * 26 + b"a" * 74)

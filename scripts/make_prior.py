@@ -104,7 +104,8 @@ def main():
             "date": datetime.date.today().isoformat(),
         },
         "heldout": {
-            "file": str(args.heldout),
+            # Relative to where it ran (the checkout): no path of this machine in a release.
+            "file": os.path.relpath(args.heldout),
             "sha256": hashlib.sha256(heldout).hexdigest(),
             "bytes": len(heldout),
             "bits_per_byte_frozen": round(frozen, 4),

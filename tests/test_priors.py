@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -195,6 +196,14 @@ def test_every_prior_in_models_has_a_golden_file_that_decodes():
             named.add(container.read_header(f)["model_sha256"])
     for path in (REPO / "models" / "priors").glob("*.safetensors"):
         assert path.stem in named, f"no golden file compressed from the prior {path.name}"
+
+
+def test_prior_manifests_name_no_path_of_the_machine_that_made_them():
+    """A manifest's commands and files are as a user runs them from the checkout."""
+    for path in (REPO / "models" / "priors").glob("*.json"):
+        manifest = json.loads(path.read_text())
+        for text in (manifest["training"]["command"], manifest["heldout"]["file"]):
+            assert not re.search(r"(^|[\s=\"'])/(work|home|root|tmp)\b", text), text
 
 
 def test_the_built_package_holds_the_priors(tmp_path):

@@ -177,10 +177,19 @@ def load(path, memlimit=None):
     (None: limits.DEFAULT_MEMLIMIT) before it is allocated; weights and moments must be
     finite (and Adam's second moments not negative)."""
     budget = hf.budget_for(path, memlimit)
-    weights = hf.load_weights(path, budget=budget)
-    meta = weights.metadata
-    if _KEY_VERSION in meta:
-        return _ours(path, weights, budget)
+    ours = {}
+
+    def config_from_metadata(meta):
+        # Ours: the shapes the tensors must have come from the settings, before any is read.
+        if _KEY_VERSION not in meta:
+            return None
+        ours.update(_ours_metadata(path, meta))
+        return ours["settings"].model
+
+    weights = hf.load_weights(path, budget=budget, config_from_metadata=config_from_metadata,
+                              prefixes=MOMENT_PREFIXES)  # fmt: skip
+    if ours:
+        return _ours(path, weights, budget, **ours)
     params = _params(path, weights.config, weights.tensors, budget)
     return Checkpoint(weights.config, params, sha256=weights.sha256, notices=weights.notices)
 
@@ -215,8 +224,8 @@ def _check_values(path, name, value, moment):
         )
 
 
-def _ours(path, weights, budget):
-    meta = weights.metadata
+def _ours_metadata(path, meta):
+    """settings, step, learned and has_moments of our checkpoint's metadata ``meta``."""
     version = meta[_KEY_VERSION]
     if version != str(FORMAT_VERSION):
         raise CheckpointError(
@@ -241,6 +250,10 @@ def _ours(path, weights, budget):
             raise malformed(f"{name} {_short(value)}")
     if not isinstance(has_moments, bool):
         raise malformed(f"moments {_short(has_moments)}, expected true or false")
+    return {"settings": settings, "step": step, "learned": learned, "has_moments": has_moments}
+
+
+def _ours(path, weights, budget, settings, step, learned, has_moments):
     cfg = settings.model
     params = _params(path, cfg, weights.tensors, budget)
     moments = None

@@ -10,6 +10,7 @@ any float dtype become float32; vocabularies padded above 256 are cut to the 256
 PyTorch files are read by ``torchbin`` without torch, plain tensors only.
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import math
@@ -53,73 +54,183 @@ def budget_for(path, memlimit=None):
     return Budget(memlimit, f"{path}: loading this model", CheckpointMemoryError)
 
 
+class _Spec:
+    """A tensor known by its header (safetensors) or pickle (PyTorch), not yet read."""
+
+    def __init__(self, name, dtype, shape, source):
+        self.name, self.dtype, self.shape, self.source = name, dtype, tuple(shape), source
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def read(self):
+        return self.source.read(self.name)
+
+
 def read_weights(path, budget=None):
     """(float32 tensors by name, metadata dict, SHA-256 of the file) of one safetensors or
-    PyTorch (``torch.save``, a zip archive) file. The file's bytes and every tensor are
-    taken from ``budget`` (default: a fresh one of DEFAULT_MEMLIMIT) before they are read."""
+    PyTorch (``torch.save``, a zip archive) file, every tensor read. The file's bytes and
+    every tensor are taken from ``budget`` (default: a fresh one of DEFAULT_MEMLIMIT) before
+    they are read."""
     budget = budget_for(path) if budget is None else budget
+    with contextlib.ExitStack() as stack:
+        source = _open(path, budget, stack)
+        source.check(list(source.specs))
+        tensors = {name: spec.read() for name, spec in source.specs.items()}
+        return tensors, source.metadata, source.sha256()
+
+
+def _open(path, budget, stack):
+    """A ``_Safetensors`` or ``_Torch`` source of the file ``path``, kept open in ``stack``:
+    its header parsed, nothing of its tensors read. The file's size is taken from
+    ``budget``, a conservative bound on what reading it holds at once."""
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            budget.take(size)
-            data = f.read(size + 1)
+        f = stack.enter_context(open(path, "rb"))  # noqa: SIM115 (closed by the stack)
+        stat = os.fstat(f.fileno())
+        magic = f.read(4)
     except OSError as exc:
         raise CheckpointError(f"{path}: {exc.strerror or exc}") from None
-    if len(data) != size:
-        raise CheckpointError(f"{path}: the file changed while it was read")
-    sha = hashlib.sha256(data).hexdigest()
-    if data[:4] == b"PK\x03\x04":
-        return torchbin.read_torch(path, data, budget), {}, sha
-    return *_read_safetensors(path, data, budget), sha
+    budget.take(stat.st_size)
+    source = (_Torch if magic == b"PK\x03\x04" else _Safetensors)(path, f, stat.st_size, budget)
+    source.stat = (stat.st_size, stat.st_mtime_ns)
+    return source
+
+
+class _Source:
+    path: str
+    f: object
+    stat: tuple
+    specs: dict
+    metadata: dict
+    # Whether tensors no config names are read: where they hold their bytes as stored
+    # (safetensors), not where a small member may inflate to a large one (a zip archive).
+    reads_unknown: bool
+
+    def check(self, names):
+        """Refuse what reading the tensors ``names`` would make larger than they are."""
+
+    def sha256(self):
+        """The SHA-256 of the file, read again in chunks; refuses a file that changed."""
+        digest, at = hashlib.sha256(), 0
+        try:
+            self.f.seek(0)
+            while chunk := self.f.read(1 << 20):
+                digest.update(chunk)
+                at += len(chunk)
+            stat = os.fstat(self.f.fileno())
+        except OSError as exc:
+            raise CheckpointError(f"{self.path}: {exc.strerror or exc}") from None
+        if (at, stat.st_mtime_ns) != self.stat or stat.st_size != at:
+            raise CheckpointError(f"{self.path}: the file changed while it was read")
+        return digest.hexdigest()
+
+    def _changed(self):
+        return CheckpointError(f"{self.path}: the file changed while it was read")
+
+
+class _Torch(_Source):
+    reads_unknown = False
+
+    def __init__(self, path, f, size, budget):
+        self.path, self.f, self.metadata = path, f, {}
+        self.file = torchbin.TorchFile(path, f, budget)
+        self.specs = {
+            name: _Spec(name, t.dtype, t.shape, self) for name, t in self.file.tensors.items()
+        }
+
+    def check(self, names):
+        self.file.check_storages([n for n in names if n in self.file.tensors])
+
+    def read(self, name):
+        return self.file.read(name)
 
 
 def _invalid(path, why):
     return CheckpointError(f"{path}: not a valid safetensors file ({why})")
 
 
-def _read_safetensors(path, data, budget):
-    """Tensors and metadata of a safetensors file, checked as the format requires (header
-    bounded, str->str metadata, offsets covering the data exactly once, byte ranges matching
-    dtype and shape) before any tensor is converted."""
-    if len(data) < 8:
-        raise _invalid(path, f"{len(data)} bytes, shorter than the 8-byte header length")
-    (header_len,) = struct.unpack("<Q", data[:8])
-    if header_len > _MAX_HEADER:
-        raise _invalid(path, f"header of {header_len} bytes, more than the {_MAX_HEADER} allowed")
-    if 8 + header_len > len(data):
-        raise _invalid(path, f"header of {header_len} bytes reaches past the end of the file")
+class _Safetensors(_Source):
+    """A safetensors file, checked as the format requires (header bounded, str->str metadata,
+    offsets covering the data exactly once, byte ranges matching dtype and shape) before any
+    tensor is read."""
 
-    def invalid(message):
-        return _invalid(path, message.removeprefix(f"{path}: "))
+    reads_unknown = True
 
-    header = loads_json(data[8 : 8 + header_len], path, max_bytes=_MAX_HEADER, error=invalid)
-    if not isinstance(header, dict):
-        raise _invalid(path, "the header is not a JSON object")
-    metadata = header.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
-        raise _invalid(path, "__metadata__ is not a map of strings to strings")
-    body = len(data) - 8 - header_len
-    entries = []
-    for name, entry in header.items():
-        begin, end, dtype, shape = _entry(path, name, entry)
-        entries.append((begin, end, name, dtype, shape))
-    entries.sort()
-    at = 0
-    for begin, end, name, _, _ in entries:
-        if begin != at:
-            raise _invalid(path, f"tensor {name} starts at byte {begin}, expected {at}")
-        at = end
-    if at != body:
-        raise _invalid(path, f"the tensors cover {at} bytes of the {body} after the header")
-    floats = sum(4 * math.prod(shape) for _, _, _, dtype, shape in entries if dtype in _WIDTHS)
-    budget.take(floats)
-    tensors = {}
-    start = 8 + header_len
-    for begin, end, name, dtype, shape in sorted(entries, key=lambda e: e[2]):
-        tensors[name] = _to_float32(path, name, dtype, data, start + begin, end - begin, shape)
-    return tensors, metadata
+    def __init__(self, path, f, size, budget):
+        self.path, self.f, self.budget = path, f, budget
+        if size < 8:
+            raise _invalid(path, f"{size} bytes, shorter than the 8-byte header length")
+        f.seek(0)
+        (header_len,) = struct.unpack("<Q", self._read_exactly(8))
+        if header_len > _MAX_HEADER:
+            raise _invalid(
+                path, f"header of {header_len} bytes, more than the {_MAX_HEADER} allowed"
+            )
+        if 8 + header_len > size:
+            raise _invalid(path, f"header of {header_len} bytes reaches past the end of the file")
+
+        def invalid(message):
+            return _invalid(path, message.removeprefix(f"{path}: "))
+
+        raw = self._read_exactly(header_len)
+        header = loads_json(raw, path, max_bytes=_MAX_HEADER, error=invalid)
+        if not isinstance(header, dict):
+            raise _invalid(path, "the header is not a JSON object")
+        metadata = header.pop("__metadata__", None) or {}
+        if not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+        ):
+            raise _invalid(path, "__metadata__ is not a map of strings to strings")
+        body = size - 8 - header_len
+        entries = []
+        for name, entry in header.items():
+            begin, end, dtype, shape = _entry(path, name, entry)
+            entries.append((begin, end, name, dtype, shape))
+        entries.sort()
+        at = 0
+        for begin, end, name, _, _ in entries:
+            if begin != at:
+                raise _invalid(path, f"tensor {name} starts at byte {begin}, expected {at}")
+            at = end
+        if at != body:
+            raise _invalid(path, f"the tensors cover {at} bytes of the {body} after the header")
+        self.metadata = metadata
+        self.start = 8 + header_len
+        self.entries = {name: (begin, end) for begin, end, name, _, _ in entries}
+        self.specs = {
+            name: _Spec(name, dtype, shape, self)
+            for _, _, name, dtype, shape in sorted(entries, key=lambda e: e[2])
+        }
+
+    def _read_exactly(self, n):
+        try:
+            raw = self.f.read(n)
+        except OSError as exc:
+            raise CheckpointError(f"{self.path}: {exc.strerror or exc}") from None
+        if len(raw) != n:
+            raise self._changed()
+        return raw
+
+    def read(self, name):
+        """Tensor ``name`` as float32, its float32 size taken from the budget first."""
+        spec = self.specs[name]
+        if spec.dtype not in _WIDTHS:
+            raise _not_float(self.path, spec)
+        self.budget.take(4 * math.prod(spec.shape))
+        begin, end = self.entries[name]
+        try:
+            self.f.seek(self.start + begin)
+        except OSError as exc:
+            raise CheckpointError(f"{self.path}: {exc.strerror or exc}") from None
+        return _to_float32(spec.dtype, self._read_exactly(end - begin), spec.shape)
+
+
+def _not_float(path, spec):
+    return CheckpointError(
+        f"{path}: tensor {spec.name} has dtype {spec.dtype}, expected a float type "
+        "(F32, F16, BF16 or F64)"
+    )
 
 
 # Bytes per value of every safetensors dtype, and the float ones read here.
@@ -163,46 +274,101 @@ def _short(value):
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _to_float32(path, name, dtype, data, offset, nbytes, shape):
-    if dtype not in _WIDTHS:
-        raise CheckpointError(f"{path}: tensor {name} has dtype {dtype}, expected a float type")
+def _to_float32(dtype, raw, shape):
     if dtype == "BF16":
         # bfloat16 is the top half of a float32: widening is exact.
-        raw = np.frombuffer(data, dtype="<u2", count=nbytes // 2, offset=offset)
-        return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32).reshape(shape)
-    width = np.dtype(_WIDTHS[dtype])
-    raw = np.frombuffer(data, dtype=width, count=nbytes // width.itemsize, offset=offset)
-    return raw.astype(np.float32).reshape(shape)
+        bits = np.frombuffer(raw, dtype="<u2")
+        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).reshape(shape)
+    return np.frombuffer(raw, dtype=_WIDTHS[dtype]).astype(np.float32).reshape(shape)
 
 
-def load_weights(path, memlimit=None, budget=None):
+def load_weights(path, memlimit=None, budget=None, config_from_metadata=None, prefixes=()):
     """``Weights`` of a transformers or mamba_ssm folder, or of one safetensors or PyTorch
-    file. What loading allocates, over all files of a folder, is taken from one budget:
-    ``budget`` or a new one of ``memlimit`` bytes (None: limits.DEFAULT_MEMLIMIT)."""
+    file. The model config comes first (config.json; else ``config_from_metadata(metadata)``
+    for a file whose metadata holds one, when the function is given and returns one; else the
+    tensor shapes), and every tensor it names, also under each of ``prefixes``, must have its
+    shape and a float dtype before any tensor is read. Of a PyTorch file only those are read.
+    What loading allocates, over all files of a folder, is taken from one budget: ``budget``
+    or a new one of ``memlimit`` bytes (None: limits.DEFAULT_MEMLIMIT)."""
     budget = budget_for(path, memlimit) if budget is None else budget
-    if os.path.isdir(path):
-        files, config_json = _folder_files(path)
-        tensors, digests = {}, []
-        for file in files:
-            part, _, sha = read_weights(file, budget)
-            tensors.update(part)
-            digests.append(f"{os.path.basename(file)} {sha}\n")
-        if config_json is not None:
-            raw = _read_small(config_json)
-            digests.insert(0, f"config.json {hashlib.sha256(raw).hexdigest()}\n")
-            config = _parse_json(config_json, raw)
+    with contextlib.ExitStack() as stack:
+        config, digests, metadata = None, [], {}
+        if os.path.isdir(path):
+            files, config_json = _folder_files(path)
+            if config_json is not None:
+                raw = _read_small(config_json)
+                digests.append(f"config.json {hashlib.sha256(raw).hexdigest()}\n")
+                config = _parse_json(config_json, raw)
+            sources = [_open(file, budget, stack) for file in files]
         else:
-            config = None
-        # A folder has no single file to hash: hash the list of its files' hashes.
-        sha = hashlib.sha256("".join(digests).encode()).hexdigest()
-        metadata = {}
-    else:
-        tensors, metadata, sha = read_weights(path, budget)
-        config = None
-    notices = []
-    tensors = _rename_mamba_ssm(tensors)
-    cfg = _config(path, config, tensors, notices)
+            sources = [_open(path, budget, stack)]
+            metadata = sources[0].metadata
+        specs = {}
+        for source in sources:
+            specs.update(source.specs)
+        specs = _rename_mamba_ssm(specs)
+        known = None
+        if config_from_metadata is not None and metadata:
+            known = config_from_metadata(metadata)
+        cfg, vocab = _config(path, config, specs, known)
+        wanted = _check_shapes(specs, cfg, vocab, prefixes)
+        for source in sources:
+            source.check([specs[n].name for n in wanted if specs[n].source is source])
+        tensors = {
+            name: spec.read()
+            for name, spec in specs.items()
+            if name in wanted or spec.source.reads_unknown
+        }
+        notices = []
+        _cut_vocab(path, tensors, vocab, notices)
+        if os.path.isdir(path):
+            digests += [f"{os.path.basename(s.path)} {s.sha256()}\n" for s in sources]
+            # A folder has no single file to hash: hash the list of its files' hashes.
+            sha = hashlib.sha256("".join(digests).encode()).hexdigest()
+        else:
+            sha = sources[0].sha256()
     return Weights(cfg, tensors, metadata, sha, notices)
+
+
+def expected_shapes(cfg, vocab=VOCAB):
+    """{transformers name: shape} of the tensors a model of ``cfg`` has, its vocabulary
+    tensors with ``vocab`` rows (a checkpoint's vocabulary may be padded above 256)."""
+    shapes = {}
+    for t in tensor_table(cfg):
+        if not t.present:
+            continue
+        layered = t.hf_name.startswith("backbone.layers.")
+        shape = t.shape[1:] if layered else t.shape
+        if t.hf_layout == "t":
+            shape = shape[::-1]
+        elif t.hf_layout == "conv":
+            shape = (shape[1], 1, shape[0])
+        if t.hf_name in VOCAB_TENSORS:
+            shape = (vocab, *shape[1:])
+        names = [t.hf_name.format(i=i) for i in range(cfg.n_layer)] if layered else [t.hf_name]
+        for name in names:
+            shapes[name] = tuple(shape)
+    return shapes
+
+
+def _check_shapes(specs, cfg, vocab, prefixes):
+    """The names of ``specs`` that a model of ``cfg`` has (also under ``prefixes``), each
+    checked for a float dtype and the shape the config gives it; nothing is read."""
+    wanted = []
+    for name, shape in expected_shapes(cfg, vocab).items():
+        for prefix in ("", *prefixes):
+            spec = specs.get(prefix + name)
+            if spec is None:
+                continue  # a missing tensor is named by whoever needs it
+            if spec.dtype not in _WIDTHS:
+                raise _not_float(spec.source.path, spec)
+            if spec.shape != shape:
+                raise CheckpointError(
+                    f"{spec.source.path}: tensor {spec.name} has shape {spec.shape}, expected "
+                    f"{shape} from the model config"
+                )
+            wanted.append(prefix + name)
+    return set(wanted)
 
 
 def _read_small(path):
@@ -265,9 +431,10 @@ def _rename_mamba_ssm(tensors):
     return tensors
 
 
-def _config(path, config, tensors, notices):
-    """The ModelConfig: from config.json when there is one, else from the tensor shapes.
-    Cuts a padded vocabulary to 256 in ``tensors``."""
+def _config(path, config, tensors, known=None):
+    """(ModelConfig, vocabulary rows of the embedding) from ``known`` when given, else from
+    config.json when there is one, else from the tensor shapes. ``tensors`` need only
+    ``shape``: nothing is read."""
     if any(".mixer.dt_bias" in n or ".mlp." in n for n in tensors):
         raise CheckpointError(f"{path}: not a Mamba-1 model (Mamba-2 or MLP layers)")
     if EMBEDDING not in tensors:
@@ -275,14 +442,16 @@ def _config(path, config, tensors, notices):
             f"{path}: missing tensor {EMBEDDING} (or {MAMBA_SSM_EMBEDDING}); "
             "not a Mamba checkpoint?"
         )
-    embedding = tensors[EMBEDDING]
-    if embedding.ndim != 2:
+    embedding = tuple(tensors[EMBEDDING].shape)
+    if len(embedding) != 2:
         raise CheckpointError(
-            f"{path}: tensor {EMBEDDING} has shape {embedding.shape}, expected (vocab, d_model)"
+            f"{path}: tensor {EMBEDDING} has shape {embedding}, expected (vocab, d_model)"
         )
-    vocab, d_model = embedding.shape
+    vocab, d_model = embedding
     try:
-        if config is None:
+        if known is not None:
+            fields = {**dataclasses.asdict(known), "vocab": known.vocab}
+        elif config is None:
             fields = _fields_from_shapes(path, tensors, d_model)
         elif "d_model" in config and "n_layer" in config:
             fields = _fields_from_mamba_ssm(config)
@@ -291,11 +460,15 @@ def _config(path, config, tensors, notices):
         declared = fields.pop("vocab", vocab)
         if declared != vocab:
             raise CheckpointError(
-                f"{path}: tensor {EMBEDDING} has shape {embedding.shape}, expected "
+                f"{path}: tensor {EMBEDDING} has shape {embedding}, expected "
                 f"({declared}, {d_model}) from the config"
             )
-        _cut_vocab(path, tensors, vocab, notices)
-        return ModelConfig(**fields)
+        if vocab < VOCAB:
+            raise CheckpointError(
+                f"{path}: vocabulary of {vocab} symbols is smaller than the {VOCAB} byte "
+                "values; only byte-level models can code bytes"
+            )
+        return ModelConfig(**fields), vocab
     except KeyError as exc:
         raise CheckpointError(f"{path}: unusable model config: no {exc} in config.json") from None
     except (ConfigError, TypeError, ValueError, AttributeError) as exc:
@@ -303,11 +476,6 @@ def _config(path, config, tensors, notices):
 
 
 def _cut_vocab(path, tensors, vocab, notices):
-    if vocab < VOCAB:
-        raise CheckpointError(
-            f"{path}: vocabulary of {vocab} symbols is smaller than the {VOCAB} byte values; "
-            "only byte-level models can code bytes"
-        )
     if vocab > VOCAB:
         for name in VOCAB_TENSORS:
             if name in tensors:

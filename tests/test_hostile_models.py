@@ -168,11 +168,23 @@ def assert_one_line(code, stdout, stderr):
 
 
 def test_the_stand_in_pickler_writes_what_torchbin_reads(tmp_path):
-    values = np.arange(6, dtype=np.float32)
-    state = {"w": _Tensor(_Storage("0", 6), 1, (2, 2), (2, 1))}
+    values = np.arange(4, dtype=np.float32)
+    state = {"w": _Tensor(_Storage("0", 4), 0, (2, 2), (1, 2))}
     path = write_torch(tmp_path / "ok.bin", state, {"0": values.tobytes()})
     tensors, _, _ = hf.read_weights(path)
-    np.testing.assert_array_equal(tensors["w"], [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(tensors["w"], [[0, 2], [1, 3]])
+
+
+def test_a_storage_holding_more_than_its_tensors_is_refused_before_it_is_read(tmp_path):
+    # Values no tensor uses would be inflated for nothing: the member is bounded by them.
+    state = {"w": _Tensor(_Storage("0", 6), 1, (2, 2), (2, 1))}
+    path = write_torch(tmp_path / "pytorch_model.bin", state, {"0": bytes(24)})
+    with pytest.raises(CheckpointError, match=r"storage '0' holds 6 values, more than the 4 "):
+        hf.read_weights(path)
+    state = {"w": _Tensor(_Storage("0", 1), 0, (1,), (1,))}
+    path = write_torch(tmp_path / "pytorch_model.bin", state, {"0": bytes(8)})
+    with pytest.raises(CheckpointError, match=r"storage '0' is a member of 8 bytes, more than "):
+        hf.read_weights(path)
 
 
 @pytest.mark.parametrize(
@@ -216,31 +228,115 @@ def test_every_command_that_loads_a_model_refuses_the_expansion_cleanly(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
-def test_a_zip_bomb_storage_is_refused_before_it_is_inflated(tmp_path):
-    # 1.5 MB of deflated zeros declaring 1.5 GiB: with its float32 copy 3 GiB, over the
-    # 2 GiB default; refused from the declared size, in a process limited to 1 GiB.
-    chunks = 96
-    payload, crc = deflated_zeros(chunks)
+def fixture_bin_tensors():
+    """The float32 tensors of the mamba_ssm PyTorch fixture, by name, in its order."""
+    tensors, _, _ = hf.read_weights(FIXTURES / "mamba-ssm-bin" / "pytorch_model.bin")
+    return tensors
+
+
+def write_bin_with(folder, tensors, name, shape, chunks):
+    """``folder`` with the mamba_ssm fixture's config.json and a pytorch_model.bin of
+    ``tensors`` in which tensor ``name`` has ``shape`` and a storage of ``chunks`` x 16 MiB
+    deflated zeros: a zip bomb a few KB per 16 MiB on disk, sound for any zip reader."""
+    folder.mkdir()
+    shutil.copy(FIXTURES / "mamba-ssm-bin" / "config.json", folder)
     size = chunks << 24
-    state = {"backbone.embeddings.weight": _Tensor(_Storage("0", size // 4), 0, (size // 4,),
-                                                   (1,))}  # fmt: skip
+    state, members = collections.OrderedDict(), []
+    for i, (key, value) in enumerate(tensors.items()):
+        if key == name:
+            strides = [int(np.prod(shape[d + 1 :])) for d in range(len(shape))]
+            state[key] = _Tensor(_Storage(str(i), size // 4), 0, shape, strides)
+            payload, crc = deflated_zeros(chunks)
+            members.append((f"archive/data/{i}", 8, crc, size, payload))
+        else:
+            raw = np.ascontiguousarray(value, dtype="<f4").tobytes()
+            state[key] = _Tensor(_Storage(str(i), value.size), 0, value.shape,
+                                 [s // 4 for s in value.strides])  # fmt: skip
+            members.append((f"archive/data/{i}", 0, zlib.crc32(raw), len(raw), raw))
     pkl = torch_pickle(state)
-    path = write_zip(tmp_path / "pytorch_model.bin", [
-        ("archive/data.pkl", 0, zlib.crc32(pkl), len(pkl), pkl),
-        ("archive/data/0", 8, crc, size, payload),
-    ])  # fmt: skip
-    assert path.stat().st_size < 2 << 20
+    members.insert(0, ("archive/data.pkl", 0, zlib.crc32(pkl), len(pkl), pkl))
+    path = write_zip(folder / "pytorch_model.bin", members)
     with zipfile.ZipFile(path) as archive:  # the archive is sound: a reader would inflate it
-        assert archive.getinfo("archive/data/0").file_size == size
-        with archive.open("archive/data/0") as member:
-            assert member.read(1 << 20) == bytes(1 << 20)
+        assert archive.getinfo(f"archive/data/{list(tensors).index(name)}").file_size == size
+    return path
+
+
+def peak_rss(*args):
+    """(exit code, stderr, peak resident memory in bytes) of ``python -m mambazip ARGS``,
+    measured by a parent of its own so that no other child of the tests counts."""
+    probe = (
+        "import resource, subprocess, sys\n"
+        "p = subprocess.run([sys.executable, '-m', 'mambazip', *sys.argv[1:]],"
+        " capture_output=True)\n"
+        "sys.stderr.write(p.stderr.decode())\n"
+        "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe, *map(str, args)], capture_output=True,
+                          timeout=300, check=True)  # fmt: skip
+    code, kib = proc.stdout.split()
+    return int(code), proc.stderr.decode(), int(kib) << 10
+
+
+def test_a_zip_bomb_of_the_wrong_shape_is_refused_before_it_is_inflated(tmp_path):
+    # A pytorch_model.bin of under a MB whose in_proj storage inflates to 512 MiB, a tensor
+    # of (16 M, 8) where config.json wants (32, 8). It fitted the old 2 GiB default (raw,
+    # float32 values and the tensor's copy: 1.5 GiB) and reached 1.58 GB of RSS before the
+    # shape was checked; the shapes are now checked against the config before any storage is
+    # read, and the member's declared size is bounded by the tensors that view it.
+    name = "backbone.layers.0.mixer.in_proj.weight"
+    chunks = 32
+    path = write_bin_with(tmp_path / "model", fixture_bin_tensors(), name,
+                          ((chunks << 24) // 32, 8), chunks)  # fmt: skip
+    assert path.stat().st_size < 1 << 20
     out = tmp_path / "out.st"
-    line = assert_one_line(*run_limited("convert", path, out))
-    assert f"{path}: loading this model needs 3.0 GiB of memory" in line
-    assert "more than the limit of 2.0 GiB (--memlimit raises it)" in line
+    code, stderr, peak = peak_rss("convert", path.parent, out)
+    line = assert_one_line(code, b"", stderr)
+    assert line == (
+        f"mambazip: {path}: tensor {name} has shape (16777216, 8), expected (32, 8) from the "
+        "model config"
+    )
+    assert not out.exists()
+    # What importing numpy, numba and our kernels costs, and nothing of the 512 MiB.
+    assert peak < (chunks << 24) // 3, peak
+    budget = hf.budget_for(path)
+    with pytest.raises(CheckpointError, match=r"has shape \(16777216, 8\), expected \(32, 8\)"):
+        hf.load_weights(str(path.parent), budget=budget)
+    # The file's bytes and the pickle's expansion were taken, no storage.
+    assert budget.used < 2 << 20
+
+
+def test_a_bomb_in_a_tensor_the_config_does_not_name_is_never_read(tmp_path):
+    tensors = fixture_bin_tensors()
+    tensors["backbone.layers.0.mixer.unused"] = np.zeros(1, np.float32)
+    path = write_bin_with(tmp_path / "model", tensors, "backbone.layers.0.mixer.unused",
+                          (1 << 24,), 4)  # fmt: skip
+    budget = hf.budget_for(path)
+    weights = hf.load_weights(str(path.parent), budget=budget)
+    assert "backbone.layers.0.mixer.unused" not in weights.tensors
+    assert budget.used < 2 << 20
+
+
+def test_a_padded_vocabulary_too_large_for_the_memory_limit_is_refused_before_inflating(
+    tmp_path,
+):
+    # Shapes that agree with the config (a vocabulary of 50 M padded rows) but 1.5 GiB of
+    # deflated zeros in 1.5 MB: with its float32 copy 3 GiB, over the default limit; refused
+    # from the member's declared size, in a process limited to 1 GiB.
+    chunks = 96
+    rows = (chunks << 24) // 4 // 8
+    path = write_bin_with(tmp_path / "model", fixture_bin_tensors(),
+                          "backbone.embedding.weight", (rows, 8), chunks)  # fmt: skip
+    config = json.loads((path.parent / "config.json").read_text())
+    (path.parent / "config.json").write_text(json.dumps({**config, "vocab_size": rows}))
+    assert path.stat().st_size < 2 << 20
+    out = tmp_path / "out.st"
+    line = assert_one_line(*run_limited("convert", path.parent, out))
+    limit = limits.format_bytes(limits.DEFAULT_MEMLIMIT)
+    assert f"{path.parent}: loading this model needs 3.0 GiB of memory" in line
+    assert f"more than the limit of {limit} (--memlimit raises it)" in line
     assert not out.exists()
     with pytest.raises(MemoryLimitError) as info:
-        checkpoint.load(str(path))
+        checkpoint.load(str(path.parent))
     assert isinstance(info.value, CheckpointError)
 
 
@@ -353,6 +449,106 @@ def test_a_header_length_past_the_end_or_over_the_bound_is_refused(tmp_path):
     path.write_bytes(b"\1\0")
     with pytest.raises(CheckpointError, match="2 bytes, shorter than the 8-byte header length"):
         checkpoint.load(str(path))
+
+
+def rewrite_safetensors(path, name, dtype=None, shape=None):
+    """Rewrite the safetensors file ``path`` with tensor ``name`` declared as ``dtype`` and
+    ``shape`` (default: as it was); its bytes are a hole of the size they declare, so a
+    large tensor costs no disk. Returns the rewritten tensor's byte count."""
+    tensors, metadata, _ = hf.read_weights(path)
+    header, body, offset = {"__metadata__": metadata}, [], 0
+    for key in sorted(tensors):
+        value = np.ascontiguousarray(tensors[key], dtype="<f4")
+        entry = {"dtype": "F32", "shape": list(value.shape)}
+        raw = value.tobytes()
+        if key == name:
+            entry = {"dtype": dtype or "F32", "shape": list(shape or value.shape)}
+            raw = int(np.prod(entry["shape"])) * hf._ITEMSIZE[entry["dtype"]]
+        size = raw if isinstance(raw, int) else len(raw)
+        header[key] = {**entry, "data_offsets": [offset, offset + size]}
+        body.append(raw)
+        offset += size
+    head = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head)
+        for raw in body:
+            if isinstance(raw, int):
+                f.seek(raw, os.SEEK_CUR)
+                hole = raw
+            else:
+                f.write(raw)
+        f.truncate()
+    return hole
+
+
+def copy_model(tmp_path, source):
+    target = tmp_path / source.replace("/", "-")
+    copy = shutil.copy if (FIXTURES / source).is_file() else shutil.copytree
+    copy(FIXTURES / source, target)
+    return target
+
+
+X_PROJ = "backbone.layers.0.mixer.x_proj.weight"
+
+
+@pytest.mark.parametrize(
+    ("source", "file", "name", "shape", "expected"),
+    [
+        ("untied", "model.safetensors", X_PROJ, (1 << 22, 16), (9, 16)),
+        ("untied/model.safetensors", "", X_PROJ, (1 << 22, 16), (9, 16)),
+        ("sharded", None, X_PROJ, (1 << 22, 16), (9, 16)),
+        ("mamba-ssm", "model.safetensors", "backbone.embedding.weight", (256, 1 << 18),
+         (256, 8)),
+    ],
+)  # fmt: skip
+def test_a_safetensors_tensor_of_the_wrong_shape_is_refused_before_it_is_read(
+    tmp_path, source, file, name, shape, expected
+):
+    # Every loader path: a folder with config.json, a single file (its config inferred from
+    # the other tensors), a shard of a sharded folder, mamba_ssm's naming.
+    path = copy_model(tmp_path, source)
+    if file is None:
+        index = json.loads((path / hf.INDEX).read_text())
+        file = index["weight_map"][name]
+    weights = path / file if file else path
+    assert rewrite_safetensors(weights, name, shape=shape) >= 1 << 26
+    budget = hf.budget_for(path)
+    with pytest.raises(CheckpointError) as info:
+        hf.load_weights(str(path), budget=budget)
+    assert str(info.value) == (
+        f"{weights}: tensor {name} has shape {shape}, expected {expected} from the model config"
+    )
+    # Only the files' sizes were taken: no tensor was read (each takes its floats first).
+    files = [path] if path.is_file() else [p for p in path.iterdir() if p.suffix != ".json"]
+    assert budget.used == sum(p.stat().st_size for p in files if p.name != "reference.npz")
+
+
+def test_a_wrong_shape_in_a_large_safetensors_file_costs_no_memory(tmp_path):
+    path = copy_model(tmp_path, "untied")
+    hole = rewrite_safetensors(path / "model.safetensors", X_PROJ, shape=(1 << 23, 16))
+    assert hole == 512 << 20
+    out = tmp_path / "out.st"
+    code, stderr, peak = peak_rss("convert", path, out)
+    line = assert_one_line(code, b"", stderr)
+    assert f"tensor {X_PROJ} has shape (8388608, 16), expected (9, 16)" in line
+    assert not out.exists()
+    assert peak < hole // 3, peak
+
+
+@pytest.mark.parametrize("dtype", ["I32", "U8", "BOOL"])
+def test_a_tensor_of_a_wrong_dtype_is_refused_before_it_is_read(tmp_path, run_cli, dtype):
+    path = copy_model(tmp_path, "untied")
+    rewrite_safetensors(path / "model.safetensors", X_PROJ, dtype=dtype)
+    budget = hf.budget_for(path)
+    message = (
+        f"{path / 'model.safetensors'}: tensor {X_PROJ} has dtype {dtype}, expected a float "
+        "type (F32, F16, BF16 or F64)"
+    )
+    with pytest.raises(CheckpointError) as info:
+        hf.load_weights(str(path), budget=budget)
+    assert str(info.value) == message
+    assert budget.used == (path / "model.safetensors").stat().st_size
+    assert run_cli("convert", path, tmp_path / "out.st").error_line(1) == f"mambazip: {message}"
 
 
 # --- our checkpoints -----------------------------------------------------------------------

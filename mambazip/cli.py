@@ -143,12 +143,22 @@ _jobs_options = _stack(
                       f"output is the same for any number [default: 0]."),
     click.option("--scheduler", metavar="ADDRESS",
                  help="Code the frames on the Dask cluster of this scheduler (e.g. "
-                      "tcp://10.0.0.5:8786); its workers need mambazip installed."),
+                      "tcp://10.0.0.5:8786); its workers need the same mambazip installed."),
+    click.option("--scheduler-timeout", metavar="SECONDS",
+                 type=click.FloatRange(min=0, min_open=True),
+                 default=workers.DEFAULT_TIMEOUT, show_default=True,
+                 help="With --scheduler: give up (exit 1) after this long without "
+                      "progress (no frame finished, no worker coding one heard from), e.g. "
+                      "when all its workers are gone."),
 )  # fmt: skip
 
 
 def _jobs(jobs):
     return jobs or workers.default_jobs()
+
+
+def _scheduler(address, timeout):
+    return None if address is None else workers.Scheduler(address, timeout)
 
 
 def _suffix(ctx, param, value):
@@ -390,11 +400,12 @@ def _check_mamba(save_model, settings):
 @_memlimit_option
 def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, quiet, verbose,
              preset, seed, prior, model_path, resume_path, save_model, replay_chunk, memlimit,
-             frame_size, jobs, scheduler, **opts):  # fmt: skip
+             frame_size, jobs, scheduler, scheduler_timeout, **opts):  # fmt: skip
     """Compress FILES (- or none: stdin) to FILE.mz. The input's name and modification time
     are stored (see -n). Inputs that already end in .mz are skipped with a note unless -f
     or -o names the output."""
     start, resume = _load_start(model_path, resume_path, quiet, memlimit)
+    scheduler = _scheduler(scheduler, scheduler_timeout)
     prior_model, settings = _prior_and_settings(preset, seed, prior, opts, start, resume,
                                                 memlimit)  # fmt: skip
     _check_save(save_model, files, force, output=output)
@@ -464,13 +475,14 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
 @_replay_option
 @_memlimit_option
 def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, quiet, verbose,
-               restore_name, test, byte_range, jobs, scheduler, model_path, resume_path,
-               save_model, replay_chunk, memlimit):  # fmt: skip
+               restore_name, test, byte_range, jobs, scheduler, scheduler_timeout, model_path,
+               resume_path, save_model, replay_chunk, memlimit):  # fmt: skip
     """Decompress FILES.mz (- or none: stdin) and verify their checksums; the output gets
     the modification time stored in the file (see -n). Concatenated .mz files decode as one
     output. A file compressed from a starting model needs the same model, given with the
     same option."""
     start, resume = _load_start(model_path, resume_path, quiet, memlimit)
+    scheduler = _scheduler(scheduler, scheduler_timeout)
     _check_save(save_model, files, force, output=output)
     if byte_range is not None:
         if remove:

@@ -103,6 +103,7 @@ def plan_jobs(coder, jobs, memlimit=None, size=None):
 
 
 def _executor(coder, jobs, scheduler):
+    """``scheduler``: None, an address, or a ``workers.Scheduler`` (address and timeout)."""
     if scheduler is not None:
         return workers.Cluster(coder, scheduler)
     return workers.Processes(coder, jobs)

@@ -8,10 +8,17 @@ a worker compiles or loads the Numba cache once, not once per frame. Output byte
 depend on where a frame was coded: every frame starts from the same coder.
 """
 
+import contextlib
+import dataclasses
+import functools
+import hashlib
 import importlib.metadata
 import multiprocessing
 import os
+import re
 import signal
+import time
+from pathlib import Path
 
 from . import container, entry
 from .errors import MambazipError
@@ -95,14 +102,57 @@ class Processes:
         self.pool.join()
 
 
+# The source that defines the format and the coding path: two installs whose digests of it
+# differ may write different bytes for the same frame, whatever their version strings say.
+_CODE_FOLDERS = ("", "kernels", "predictor")
+
+
+def digest_of(root):
+    """SHA-256 (hex) of the package at ``root``: its *.py, kernels/*.py and predictor/*.py,
+    each file's relative name, length and bytes in the order of the sorted names."""
+    root = Path(root)
+    files = sorted(
+        (path.relative_to(root).as_posix(), path)
+        for folder in _CODE_FOLDERS
+        for path in (root / folder).glob("*.py")
+    )
+    digest = hashlib.sha256()
+    for name, path in files:
+        data = path.read_bytes()
+        digest.update(b"%s\0%d\0" % (name.encode(), len(data)))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+@functools.cache
+def code_digest():
+    """This install's ``digest_of``, computed once."""
+    return digest_of(Path(__file__).resolve().parent)
+
+
 def release():
-    """What a cluster's workers must share with us to write the same bytes."""
-    return importlib.metadata.version("mambazip"), container.VERSION
+    """What a cluster's workers must share with us to write the same bytes: the digest of
+    the code (``code_digest``), the version and the format version it writes."""
+    return code_digest(), importlib.metadata.version("mambazip"), container.VERSION
 
 
 def call_coder(coder, method, *args):
     """A cluster's task: ``coder`` arrives as the broadcast copy each worker holds."""
     return getattr(coder, method)(*args)
+
+
+DEFAULT_TIMEOUT = 300.0  # seconds a cluster may go without progress (see Cluster)
+PROBE_SECONDS = 5.0  # at most how often a wait asks the scheduler about the workers
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheduler:
+    """A Dask scheduler's ``address`` (``--scheduler``) and the ``timeout``: the seconds
+    its cluster may go without progress while we wait (``--scheduler-timeout``).
+    Wherever a scheduler is taken, its address alone (a str) means the default timeout."""
+
+    address: str
+    timeout: float = DEFAULT_TIMEOUT
 
 
 class _Future:
@@ -112,35 +162,56 @@ class _Future:
     def result(self):
         from dask.distributed import TimeoutError as DaskTimeout
 
+        # The clock runs while we wait and restarts whenever any frame finishes.
+        began = time.monotonic()
+
+        def get(seconds):
+            try:
+                return self.future.result(timeout=seconds)
+            except DaskTimeout:
+                self.cluster.check_progress(began)
+                raise
+
         try:
-            value = _wait(lambda seconds: self.future.result(timeout=seconds), DaskTimeout)
+            value = _wait(get, DaskTimeout)
             # Dropping the last reference lets the cluster forget the frame.
             self.cluster.tasks.discard(self.future)
             return value
         except (MambazipError, entry.Interrupted):
             raise
         except Exception as exc:  # KilledWorker, CancelledError, a lost scheduler, ...
-            raise MambazipError(
-                f"the Dask cluster at {self.cluster.address} failed to code a frame: "
-                f"{type(exc).__name__}: {_one_line(exc)}"
-            ) from None
+            raise self.cluster.failure(exc) from None
 
 
 def _one_line(exc):
     return " ".join(str(exc).split())[:200]
 
 
-class Cluster:
-    """Frames sent to the Dask scheduler at ``address``; the workers need mambazip (the same
-    release) installed. One thread per worker is what pays: the kernels hold the GIL."""
+def _short(answer):
+    """One worker's answer to ``release``, for a message."""
+    if isinstance(answer, (tuple, list)) and len(answer) == 3:
+        digest, version, fmt = answer
+        return f"digest {str(digest)[:12]}, version {version}, format {fmt}"
+    return f"an older release: {_one_line(answer)[:60]}"
 
-    def __init__(self, coder, address):
+
+class Cluster:
+    """Frames sent to the Dask scheduler of ``scheduler`` (a ``Scheduler`` or an address);
+    the workers need the same mambazip code installed. One thread per worker is what pays:
+    the kernels hold the GIL. Waiting gives up with a ``MambazipError`` after the
+    scheduler's timeout without progress (no frame finished, no worker coding one heard
+    from: every worker gone, frozen or unreachable) instead of waiting forever."""
+
+    def __init__(self, coder, scheduler):
+        if isinstance(scheduler, str):
+            scheduler = Scheduler(scheduler)
         try:
             from dask.distributed import Client
             from distributed.comm import parse_address
         except ImportError:
             raise MambazipError("--scheduler needs Dask: pip install 'mambazip[cluster]'") from None
-        self.address = address
+        self.address = address = scheduler.address
+        self.timeout = scheduler.timeout
         try:
             scheme, _ = parse_address(address)
             if scheme not in ("tcp", "tls", "ws", "wss", "ucx"):
@@ -151,27 +222,117 @@ class Cluster:
                 f"cannot reach the Dask scheduler at {address!r}: {_one_line(exc)}"
             ) from None
         self.tasks = set()  # the frames in flight, to cancel on abort
+        self.progressed = time.monotonic()  # when a frame last finished, or a worker lived
+        self.next_probe = 0.0  # when a wait may next ask the scheduler about the workers
+        self.seen = {}  # worker: when the scheduler last heard from it, as of the last look
         try:
             threads = sum(self.client.nthreads().values())
             if threads == 0:
                 raise MambazipError(f"the Dask scheduler at {address} has no workers")
-            ours = release()
-            theirs = {w: tuple(r) for w, r in self.client.run(release).items()}
-            other = {w: r for w, r in theirs.items() if r != ours}
-            if other:
-                worker, (version, fmt) = next(iter(other.items()))
-                raise MambazipError(
-                    f"Dask worker {worker} runs mambazip {version} (format {fmt}), this is "
-                    f"{ours[0]} (format {ours[1]}): install the same release on every worker"
-                )
+            self._check_workers()
             self.slots = threads
-            [self.coder] = self.client.scatter([coder], broadcast=True, hash=False)
+            [self.coder] = self.client.scatter(
+                [coder], broadcast=True, hash=False, timeout=self.timeout
+            )
+        except MambazipError:
+            self.client.close()
+            raise
+        except Exception as exc:  # a worker or the scheduler stopped answering
+            self.client.close()
+            raise MambazipError(
+                f"the Dask cluster at {address} failed to take the model: "
+                f"{type(exc).__name__}: {_one_line(exc)}"
+            ) from None
         except BaseException:
             self.client.close()
             raise
 
+    def _check_workers(self):
+        """Refuse (one line) a worker without mambazip or with other code than ours."""
+        ours = release()
+        answers = self.client.run(release, on_error="return", callback_timeout=self.timeout)
+        for worker, answer in sorted(answers.items()):
+            if isinstance(answer, BaseException):
+                # An exception raised while the worker unpickles ``release`` comes back
+                # wrapped in a plain Exception that names it.
+                text = _one_line(answer)
+                missing = re.search(r"No module named '[^']*'", text)
+                if missing or isinstance(answer, ImportError):
+                    raise MambazipError(
+                        f"Dask worker {worker} cannot import mambazip "
+                        f"({missing.group() if missing else text}): install mambazip on "
+                        f"every worker, the same code as here (digest {ours[0][:12]})"
+                    )
+                raise MambazipError(
+                    f"Dask worker {worker} failed the release check: "
+                    f"{type(answer).__name__}: {text}"
+                )
+            if not isinstance(answer, (tuple, list)) or tuple(answer) != ours:
+                raise MambazipError(
+                    f"Dask worker {worker} runs other mambazip code ({_short(answer)}) than "
+                    f"this ({_short(ours)}): install the same mambazip on every worker"
+                )
+
+    def check_progress(self, began):
+        """Raise if the cluster made no progress in the last ``timeout`` seconds of waiting
+        since ``began``: no frame finished, and no worker coding one of ours was heard from
+        (frames may take longer than the timeout; a live worker coding one is progress)."""
+        now = time.monotonic()
+        if now >= self.next_probe:
+            self.next_probe = now + min(PROBE_SECONDS, self.timeout / 4)
+            if self._heard_from_busy_workers():
+                self.progressed = now
+        if now - max(began, self.progressed) <= self.timeout:
+            return
+        if self.seen is None:
+            what = "its scheduler does not answer: check it"
+        elif not self.seen:
+            what = "it has no workers left: start workers (with this mambazip)"
+        else:
+            what = (
+                f"none of its {len(self.seen)} workers that code our frames was heard from: "
+                f"check them (stalled, unreachable, or busy with other work)"
+            )
+        raise MambazipError(
+            f"no frame finished on the Dask cluster at {self.address} in {self.timeout:g} s "
+            f"(--scheduler-timeout) and {what}, or give a longer --scheduler-timeout"
+        )
+
+    def _heard_from_busy_workers(self):
+        """Whether a worker coding one of our frames was heard from since the last look
+        (its heartbeats move its ``last_seen`` on the scheduler). Sets ``seen``: each
+        worker's ``last_seen``, or None when the scheduler did not answer in 10 s."""
+        previous = self.seen or {}
+        try:
+            sync, scheduler = self.client.sync, self.client.scheduler
+            processing = sync(scheduler.processing, callback_timeout=10)
+            identity = sync(scheduler.identity, callback_timeout=10)
+            self.seen = {w: info.get("last_seen") for w, info in identity["workers"].items()}
+        except Exception:  # no answer, or a Dask that answers otherwise: no sign of life
+            self.seen = None
+            return False
+        ours = {future.key for future in self.tasks}
+        busy = [worker for worker, keys in processing.items() if ours.intersection(keys)]
+        return any(w in previous and self.seen.get(w) != previous[w] for w in busy)
+
+    def failure(self, exc):
+        """The one-line error for ``exc``, raised by waiting for a frame."""
+        if self.coder.status != "finished":
+            return MambazipError(
+                f"the Dask cluster at {self.address} lost every worker that held the model "
+                f"(they died or left mid-run): start workers and run again"
+            )
+        return MambazipError(
+            f"the Dask cluster at {self.address} failed to code a frame: "
+            f"{type(exc).__name__}: {_one_line(exc)}"
+        )
+
+    def _finished(self, future):
+        self.progressed = time.monotonic()
+
     def submit(self, method, *args):
         future = self.client.submit(call_coder, self.coder, method, *args, pure=False)
+        future.add_done_callback(self._finished)
         self.tasks.add(future)
         return _Future(future, self)
 
@@ -179,5 +340,9 @@ class Cluster:
         self.client.close()
 
     def abort(self):
-        self.client.cancel([*self.tasks, self.coder], force=True)
-        self.client.close()
+        """Cancel the frames in flight and leave, never raising nor waiting long (the
+        scheduler may be gone)."""
+        with contextlib.suppress(Exception):
+            self.client.cancel([*self.tasks, self.coder], force=True)
+        with contextlib.suppress(Exception):
+            self.client.close(timeout=10)

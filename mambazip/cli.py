@@ -90,7 +90,7 @@ _memlimit_option = click.option(
     "--memlimit", metavar="SIZE", callback=_memlimit,
     help=f"Refuse work whose model, tables or starting checkpoint need more memory than "
          f"SIZE: bytes, or 512MiB, 2G (powers of 1024, as in xz) "
-         f"[default: {limits.DEFAULT_MEMLIMIT >> 30}GiB].",
+         f"[default: {limits.format_bytes(limits.DEFAULT_MEMLIMIT)}].",
 )  # fmt: skip
 
 

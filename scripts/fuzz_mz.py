@@ -1048,10 +1048,17 @@ COMMANDS = {
 WRITES = ("decompress", "range")  # the commands that write "out" when they succeed
 
 
+# ``--decode-jobs N``: decompress and range get ``-T N``. By default they run as a user's do
+# (one worker process per core for a file of several frames, about 3 s to start them), which
+# makes the whole set take most of a day; ``-T 1`` decodes the same frames in the process.
+DECODE_JOBS = []
+
+
 def argv_of(case, command):
     """The command line of ``command`` on ``case``."""
     span = f"{case.span[0]}:{case.span[1]}"
-    return [span if a == "{span}" else a for a in COMMANDS[command]]
+    argv = [span if a == "{span}" else a for a in COMMANDS[command]]
+    return argv[:1] + DECODE_JOBS + argv[1:] if command in WRITES else argv
 
 
 @dataclass
@@ -1478,6 +1485,12 @@ def main(argv=None):
         action="store_true",
         help="each run in its own python -m mambazip process (slow)",
     )
+    parser.add_argument(
+        "--decode-jobs",
+        type=int,
+        metavar="N",
+        help="give decompress and range -T N (default: none, as a user runs them)",
+    )
     parser.add_argument("--keep", metavar="DIR", help="copy the files of failing runs here")
     parser.add_argument("--list", action="store_true", help="print the case ids and exit")
     parser.add_argument("--json", metavar="FILE", help="write every run's outcome here")
@@ -1487,6 +1500,8 @@ def main(argv=None):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         worker_main()
         return 0
+    if args.decode_jobs is not None:
+        DECODE_JOBS[:] = ["-T", str(args.decode_jobs)]
     todo = cases(args.golden)
     if args.sample:
         todo = sample(todo, args.sample, fraction=args.fraction)
@@ -1534,6 +1549,7 @@ def main(argv=None):
     print(
         f"golden folders: {', '.join(sorted({c.id.split('/')[0] for c in todo}))}; "
         f"{time.perf_counter() - start:.0f} s with {args.jobs} jobs"
+        + (f", decode {' '.join(DECODE_JOBS)}" if DECODE_JOBS else "")
     )
     print(table(runs, worker_rss))
     failing = [r for r in runs if r.failures()]

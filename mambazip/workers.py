@@ -20,7 +20,7 @@ import signal
 import time
 from pathlib import Path
 
-from . import container, entry
+from . import container, signals
 from .errors import MambazipError
 
 POLL_SECONDS = 0.2  # how often a waiting parent looks for signals
@@ -50,7 +50,7 @@ def _call(method, *args):
 def _wait(get, timeout_error):
     """``get(seconds)``'s value, looking for signals between waits of POLL_SECONDS."""
     while True:
-        entry.check()
+        signals.check()
         try:
             return get(POLL_SECONDS)
         except timeout_error:
@@ -177,7 +177,7 @@ class _Future:
             # Dropping the last reference lets the cluster forget the frame.
             self.cluster.tasks.discard(self.future)
             return value
-        except (MambazipError, entry.Interrupted):
+        except (MambazipError, signals.Interrupted):
             raise
         except Exception as exc:  # KilledWorker, CancelledError, a lost scheduler, ...
             raise self.cluster.failure(exc) from None

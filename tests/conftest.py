@@ -3,10 +3,10 @@
 Every test uses the tiny model (d_model 8, one layer) unless it is about the default preset:
 it exercises every code path of the real model at a fraction of the cost.
 
-``run_cli`` runs the real entry point ``mambazip.cli.main`` (which is ``mambazip.entry.main``,
-the function behind both the ``mambazip`` script and ``python -m mambazip``: signal
-handlers, then the command line) in this process with stdin, stdout and
-stderr captured, and reports what a user would see: exit code, stdout bytes, stderr text.
+``run_cli`` runs the real entry point ``mambazip.entry.main`` (the function behind both the
+``mambazip`` script and ``python -m mambazip``: signal handlers, then the command line) in
+this process with stdin, stdout and stderr captured, and reports what a user would see: exit
+code, stdout bytes, stderr text.
 An exception escaping ``main`` is reported as the interpreter would report it (a traceback
 on stderr, exit code 1), so tests can assert that none occurs. ``run_process`` runs
 ``python -m mambazip`` as a real subprocess, for pipes and the entry point itself.
@@ -29,7 +29,7 @@ import pytest
 from click.testing import CliRunner
 
 import mambazip
-from mambazip import cli as cli_module
+from mambazip import entry
 
 TINY_MODEL = {"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3}
 TINY_FLAGS = ("--d-model", "8", "--n-layer", "1", "--d-state", "4", "--d-conv", "3")
@@ -74,7 +74,7 @@ def _run_main(args, input):
         saved_argv = sys.argv
         sys.argv = ["mambazip", *map(str, args)]
         try:
-            cli_module.main()
+            entry.main()
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import mambazip
-from mambazip import cli as cli_module
 from mambazip import container
+from mambazip.cli import progress as cli_progress
 from mambazip.frames import DEFAULT_FRAME
 
 
@@ -170,7 +170,7 @@ def test_verbose_compress_prints_one_summary_line_on_stderr(
 def slow_machine_ok(monkeypatch):
     """-v prints a progress line every PROGRESS_LINE_SECONDS off a terminal: on a machine
     loaded enough to take that long, it would be a line more than these tests are about."""
-    monkeypatch.setattr(cli_module, "PROGRESS_LINE_SECONDS", 1e9)
+    monkeypatch.setattr(cli_progress, "PROGRESS_LINE_SECONDS", 1e9)
 
 
 @pytest.mark.usefixtures("slow_machine_ok")

@@ -206,16 +206,30 @@ def test_prior_manifests_name_no_path_of_the_machine_that_made_them():
             assert not re.search(r"(^|[\s=\"'])/(work|home|root|tmp)\b", text), text
 
 
-def test_the_built_package_holds_the_priors(tmp_path):
+@pytest.fixture(scope="module")
+def wheel_names(tmp_path_factory):
+    """The names in the wheel that pip builds from the checkout."""
+    folder = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                    str(folder), str(REPO)], check=True, capture_output=True)  # fmt: skip
+    [wheel] = folder.glob("mambazip-*.whl")
+    return set(zipfile.ZipFile(wheel).namelist())
+
+
+def test_the_built_package_holds_the_priors(wheel_names):
     """A non-editable install finds the priors: they are in the wheel's package data."""
     shipped = sorted(p.name for p in (REPO / "models" / "priors").iterdir())
     assert any(name.endswith(".safetensors") for name in shipped)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                    str(tmp_path), str(REPO)], check=True, capture_output=True)  # fmt: skip
-    [wheel] = tmp_path.glob("mambazip-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
     for name in shipped:
-        assert f"mambazip/models/priors/{name}" in names
+        assert f"mambazip/models/priors/{name}" in wheel_names
+
+
+def test_the_built_package_holds_every_module_of_the_source_tree(wheel_names):
+    """A package left out of pyproject.toml's list would install without its modules."""
+    source = REPO / "mambazip"
+    for path in source.rglob("*.py"):
+        name = f"mambazip/{path.relative_to(source).as_posix()}"
+        assert name in wheel_names, f"{name} is not in the wheel"
 
 
 def test_binary_input_starts_from_the_seeded_init_not_the_prior(run_cli, models):

@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import TINY_FLAGS
 
-from mambazip import cli
+from mambazip.cli import progress as cli_progress
 
 
 def bar_output(monkeypatch, total, quiet=False, tty=True):
@@ -19,8 +19,8 @@ def bar_output(monkeypatch, total, quiet=False, tty=True):
     (Without a bar the reporter still exists: it is where a deferred Ctrl-C is raised.)"""
     stream = io.StringIO()
     stream.isatty = lambda: tty
-    monkeypatch.setattr(cli.sys, "stderr", stream)
-    with cli._progress(total, "notes.txt", quiet) as update:
+    monkeypatch.setattr(cli_progress.sys, "stderr", stream)
+    with cli_progress.progress_bar(total, "notes.txt", quiet) as update:
         update(500_000, 2.0 * 500_000)
     return stream.getvalue()
 
@@ -62,9 +62,9 @@ def line_output(monkeypatch, total, steps, verbose=True, quiet=False):
     """stderr (not a terminal) of a reporter fed ``steps`` of (seconds later, bytes, bits)."""
     stream = io.StringIO()
     stream.isatty = lambda: False
-    monkeypatch.setattr(cli.sys, "stderr", stream)
+    monkeypatch.setattr(cli_progress.sys, "stderr", stream)
     clock = Clock()
-    progress = cli._Progress(total, "notes.txt", quiet, verbose, clock=clock)
+    progress = cli_progress.Progress(total, "notes.txt", quiet, verbose, clock=clock)
     for seconds, n_bytes, bits in steps:
         clock.now += seconds
         progress(n_bytes, bits)
@@ -73,7 +73,7 @@ def line_output(monkeypatch, total, steps, verbose=True, quiet=False):
 
 
 def test_verbose_off_a_terminal_prints_a_plain_line_every_few_seconds(monkeypatch):
-    every = cli.PROGRESS_LINE_SECONDS
+    every = cli_progress.PROGRESS_LINE_SECONDS
     steps = [(every / 2, 100_000, 200_000.0)] * 6  # three intervals
     lines = line_output(monkeypatch, 1_000_000, steps).splitlines()
     assert len(lines) == 3
@@ -96,7 +96,7 @@ def test_no_progress_lines_when_quiet_even_with_verbose(monkeypatch):
 
 
 def test_progress_line_of_unknown_size_has_no_percentage(monkeypatch):
-    steps = [(cli.PROGRESS_LINE_SECONDS, 5_000, 0.0)]
+    steps = [(cli_progress.PROGRESS_LINE_SECONDS, 5_000, 0.0)]
     (line,) = line_output(monkeypatch, None, steps).splitlines()
     assert "%" not in line and "bits/byte" not in line and "5.0 kB" in line
 
@@ -107,8 +107,8 @@ def test_progress_line_of_unknown_size_has_no_percentage(monkeypatch):
 def test_decompress_bar_gets_its_total_once_the_header_tells_the_size(monkeypatch):
     stream = io.StringIO()
     stream.isatty = lambda: True
-    monkeypatch.setattr(cli.sys, "stderr", stream)
-    with cli._progress(None, "notes.txt", False) as progress:
+    monkeypatch.setattr(cli_progress.sys, "stderr", stream)
+    with cli_progress.progress_bar(None, "notes.txt", False) as progress:
         progress.set_total(1_000_000)
         progress(500_000, 0.0)
         assert progress.bar.total == 1_000_000
@@ -127,8 +127,8 @@ def test_bar_counts_in_units_of_1000_bytes(monkeypatch):
 def test_a_run_with_no_compiled_kernels_says_so_once(
     run_cli, monkeypatch, tmp_path, sample, cached, quiet
 ):
-    monkeypatch.setattr(cli, "_kernels_cached", lambda settings: cached)
-    monkeypatch.setattr(cli, "_compile_noted", [])
+    monkeypatch.setattr(cli_progress, "kernels_cached", lambda settings: cached)
+    monkeypatch.setattr(cli_progress, "_compile_noted", [])
     for name in ("a", "b"):
         (tmp_path / name).write_bytes(sample)
     flags = ["-q"] if quiet else []
@@ -140,8 +140,8 @@ def test_a_run_with_no_compiled_kernels_says_so_once(
 
 def test_an_empty_numba_cache_is_seen_as_not_compiled(tmp_path, tiny_settings):
     code = (
-        "import mambazip, sys; from mambazip import cli; "
-        "sys.exit(0 if cli._kernels_cached(mambazip.resolve_settings()) else 3)"
+        "import mambazip, sys; from mambazip.cli import progress; "
+        "sys.exit(0 if progress.kernels_cached(mambazip.resolve_settings()) else 3)"
     )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, timeout=120)

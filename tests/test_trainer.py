@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from mambazip import checkpoint, trainer
-from mambazip.cli_train import train as train_command
+from mambazip.cli.train import train as train_command
 from mambazip.config import resolve_settings
 
 TINY = {"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3}

@@ -7,22 +7,13 @@ import time
 
 import click
 
-from . import entry, limits, trainer
-from .cli import (
-    EXIT_HELP,
-    KB,
-    _compile_note,
-    _describe,
-    _memlimit_option,
-    _progress,
-    _recipe_options,
-    _say,
-    _size,
-    preset_names,
-)
-from .config import OPTIMIZERS, resolve_settings
-from .errors import ConfigError, MambazipError
-from .files import atomic_output, same_file
+from .. import limits, signals, trainer
+from ..config import OPTIMIZERS, preset_names, resolve_settings
+from ..errors import ConfigError, MambazipError
+from ..files import atomic_output, same_file
+from .common import EXIT_HELP, KB, describe, format_kb, say
+from .options import memlimit_option, recipe_options
+from .progress import compile_note, progress_bar
 
 RESUME_SUFFIX = ".resume"
 _SECONDS = re.compile(r"(\d+(?:\.\d*)?)\s*(s|min|h)")
@@ -117,9 +108,9 @@ def _fraction(ctx, param, value):
 @click.option("--bptt", type=int, help="Truncated BPTT: one update per this many bytes.")
 @click.option("--warmup", type=int, help="Learning-rate warm-up, in bytes.")
 @click.option("--decay", type=int, help="Decay lr by sqrt(decay / t) after t > decay bytes.")
-@_recipe_options
+@recipe_options
 @click.option("--seed", type=int, help="Seed of the initial weights.")
-@_memlimit_option
+@memlimit_option
 @click.option(
     "-f", "--force", is_flag=True, help="Overwrite OUT and the trainer checkpoint if they exist."
 )
@@ -147,7 +138,7 @@ def train(inputs, preset, out, epochs, resume_path, holdout, between, checkpoint
         _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path, every,
                memlimit, force, quiet, verbose)  # fmt: skip
     except (MambazipError, OSError, MemoryError) as exc:
-        message = str(exc) if isinstance(exc, MambazipError) else _describe(out, exc)
+        message = str(exc) if isinstance(exc, MambazipError) else describe(out, exc)
         raise click.ClickException(message) from None
 
 
@@ -174,11 +165,11 @@ def _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path,
         run = trainer.Training.resume(resume_path, corpus, settings, between, memlimit)
     else:
         run = trainer.Training(corpus, settings, between or trainer.DEFAULT_BETWEEN)
-    _compile_note(dataclasses.replace(settings, mix=None), quiet)
+    compile_note(dataclasses.replace(settings, mix=None), quiet)
     if not quiet:
         held = sum(doc.size for doc in corpus.heldout)
-        _say(f"{len(corpus.train)} training documents ({_size(run.train_bytes)} an epoch), "
-             f"{len(corpus.heldout)} held out ({_size(held)}); between documents: "
+        say(f"{len(corpus.train)} training documents ({format_kb(run.train_bytes)} an epoch), "
+             f"{len(corpus.heldout)} held out ({format_kb(held)}); between documents: "
              f"{run.between}")  # fmt: skip
     every_bytes, every_seconds = every
     checkpointer = trainer.Checkpointer(checkpoint_path, every_bytes, every_seconds)
@@ -187,18 +178,18 @@ def _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path,
         epoch = run.position.epoch
         left = run.train_bytes - trainer.epoch_bytes_done(run)
         name = f"epoch {epoch + 1}/{epochs}"
-        with _progress(left, name, quiet, verbose) as progress:
+        with progress_bar(left, name, quiet, verbose) as progress:
             # The held-out pass reports nothing to the bar but must still see signals.
-            result = run.epoch(progress, checkpointer, entry.check)
+            result = run.epoch(progress, checkpointer, signals.check)
         learned += left
         if not quiet:
             line = f"{name}: {progress.bits / max(left, 1):.4f} bits/byte learned"
             if result is not None:
                 line += f", held-out {result:.4f} bits/byte"
-            _say(line)
+            say(line)
     with atomic_output(out, force) as f:
         f.write(run.model().to_bytes())
     if not quiet:
         seconds = time.monotonic() - start
-        _say(f"{out}: saved; {_size(learned)} learned in {seconds:.0f} s "
+        say(f"{out}: saved; {format_kb(learned)} learned in {seconds:.0f} s "
              f"({learned / KB / max(seconds, 1e-9):.2f} KB/s)")  # fmt: skip

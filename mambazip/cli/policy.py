@@ -1,0 +1,166 @@
+"""Inputs and outputs as gzip users expect them: each input in turn (one line per failure,
+exit 1 at the end), regular files only without -f, outputs through a temporary file put
+in place only when complete, an output that is the input refused, stdin/stdout with -."""
+
+import contextlib
+import dataclasses
+import os
+import stat
+import sys
+
+import click
+
+from .. import signals
+from ..errors import MambazipError
+from ..files import atomic_output
+from .common import KB, Discard, describe, say
+
+
+class Skip(Exception):  # noqa: N818 (not an error)
+    """An input left alone on purpose: a note, not an error."""
+
+
+@dataclasses.dataclass
+class _Job:
+    """One input: its path (- for stdin), the name shown, its stat and size when known."""
+
+    path: str
+    stdin: bool
+    name: str
+    src_stat: os.stat_result = None
+    size: int = None
+
+
+def each_input(files, output, to_stdout, force, remove, quiet, verbose, run, name_output,
+          test=False, binary_out=False, binary_in=False, skip=None, after=None,
+          rename=None):  # fmt: skip
+    files = files or ("-",)
+    if output is not None and len(files) > 1:
+        raise click.UsageError("-o/--output takes one input file")
+    if output is not None and to_stdout:
+        raise click.UsageError("-o and -c exclude each other")
+    failed = False
+    for path in files:
+        try:
+            signals.check()
+            _one(path, output, to_stdout, force, remove, verbose, run, name_output, test,
+                 binary_out, binary_in, skip, after, rename)  # fmt: skip
+        except Skip as note:
+            if not quiet:
+                say(f"note: {note}")
+        except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly
+            raise
+        except (MambazipError, OSError, MemoryError) as exc:
+            say(describe(path, exc))
+            failed = True
+    if failed:
+        sys.exit(1)
+
+
+def _check_input(path, force):
+    """Regular files only, unless -f: not symlinks, devices, FIFOs or sockets."""
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise MambazipError("is a directory; skipped")
+    if force:
+        if stat.S_ISLNK(st.st_mode) and stat.S_ISDIR(os.stat(path).st_mode):
+            raise MambazipError("is a symbolic link to a directory; skipped")
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise MambazipError("is a symbolic link; use -f to follow it")
+    kinds = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+             stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}  # fmt: skip
+    for test, kind in kinds.items():
+        if test(st.st_mode):
+            raise MambazipError(f"is {kind}, not a regular file; use -f to read it")
+
+
+def _same_stat(a, b):
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _refuse_same(path, stdin, target, src_stat):
+    """An output that is the input is refused, -f or not: writing it would destroy the input
+    (and --rm would then delete the only copy)."""
+    if target is None:
+        return
+    if target == "-":
+        out = os.fstat(sys.stdout.fileno()) if _has_fileno(sys.stdout) else None
+        if out is not None and stat.S_ISREG(out.st_mode) and _same_stat(out, src_stat):
+            raise MambazipError("stdout is the input file; nothing written")
+        return
+    try:
+        out = os.stat(target)
+    except OSError:
+        return
+    if (not stdin and target == path) or _same_stat(out, src_stat):
+        raise MambazipError(f"the output {target} is the input file; nothing written")
+
+
+def _has_fileno(stream):
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
+def refuse_terminal_stdin(force, hint="; use -f to force"):
+    if not force and sys.stdin.isatty():
+        raise MambazipError(f"compressed data not read from a terminal{hint}")
+
+
+def _one(path, output, to_stdout, force, remove, verbose, run, name_output, test, binary_out,
+         binary_in, skip, after, rename):  # fmt: skip
+    stdin = path == "-"
+    if not stdin:
+        _check_input(path, force)
+    derived = False
+    if test:
+        target = None
+    elif to_stdout or output == "-" or (stdin and output is None):
+        target = "-"
+    else:
+        if output is None and skip is not None and not force and (note := skip(path)):
+            raise Skip(note)
+        derived = output is None
+        target = output or (None if rename else name_output(path))
+    if target == "-" and binary_out and sys.stdout.isatty() and not force:
+        raise MambazipError("compressed data not written to a terminal; use -f to force")
+    if stdin and binary_in:
+        refuse_terminal_stdin(force)
+    job = _Job(path, stdin, "stdin" if stdin else os.path.basename(path))
+    with contextlib.ExitStack() as stack:
+        src = sys.stdin.buffer if stdin else stack.enter_context(open(path, "rb"))
+        if derived and rename:
+            target = rename(path, src)
+        job.src_stat = os.fstat(src.fileno()) if _has_fileno(src) else None
+        if job.src_stat is not None:
+            _refuse_same(path, stdin, target, job.src_stat)
+        regular = job.src_stat is not None and stat.S_ISREG(job.src_stat.st_mode)
+        job.size = job.src_stat.st_size if regular else None
+        if target is None:
+            stats = run(src, Discard(), job)
+        elif target == "-":
+            stats = run(src, sys.stdout.buffer, job)
+            sys.stdout.buffer.flush()
+        else:
+            mode = job.src_stat.st_mode & 0o777 if regular and not stdin else None
+            with atomic_output(target, force, mode) as dst:
+                stats = run(src, dst, job)
+    if after is not None:
+        after(job, stats, target)
+    if remove and not stdin and target not in (None, "-"):
+        os.unlink(path)
+    if verbose:
+        _summary(job.name, stats, test)
+
+
+def _summary(name, stats, test):
+    speed = stats.original_bytes / KB / max(stats.seconds, 1e-9)
+    status = "OK, " if test else ""
+    click.echo(
+        f"{name}: {status}{stats.original_bytes} <-> {stats.compressed_bytes} bytes, "
+        f"{stats.bits_per_byte:.4f} bits/byte, {stats.seconds:.2f} s, {speed:.2f} KB/s",
+        err=True,
+    )

@@ -1,0 +1,142 @@
+"""``mambazip score``: bits/byte of each file under the predictor, as JSON, per byte, or as
+an HTML page coloured by cost and by which part of the predictor was trusted."""
+
+import contextlib
+import json
+import os
+import sys
+
+import click
+import numpy as np
+
+from .. import codec, report, signals
+from ..errors import MambazipError
+from ..files import atomic_output
+from .common import EXIT_HELP, KB, Discard, describe, say
+from .options import memlimit_option, save_option, train_options
+from .progress import compile_note, progress_bar
+from .start import check_mamba, check_save, load_start, prior_and_settings, write_model
+
+
+@click.command(epilog=EXIT_HELP)
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, allow_dash=True))  # fmt: skip
+@train_options
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object per file: bytes, ideal_bits, bits_per_byte, "
+                   "coded_bytes, coded_bits_per_byte, seconds, bytes_per_second.")  # fmt: skip
+@click.option(
+    "--per-byte",
+    type=click.Path(dir_okay=False),
+    help="Write each byte's -log2 p as a float64 .npy (one input only).",
+)
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Write a page that colours each byte by its code length and shows which "
+                   "part of the predictor the mixer trusted most, region by region (one "
+                   "input only).")  # fmt: skip
+@save_option
+@memlimit_option
+@click.option("-f", "--force", is_flag=True, help="Overwrite existing outputs.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar, no notes.")
+def score(files, preset, seed, prior, model_path, resume_path, as_json, per_byte, html_path,
+          save_model, memlimit, force, quiet, **opts):  # fmt: skip
+    """Run the online loop of compress over FILES and report how well the model predicts
+    them, writing no compressed file. bits_per_byte is the ideal code length, the sum of
+    -log2 p over every byte (the first predicted after the priming byte 0); coded_bytes is
+    what compress would write, header included. --optimizer none: inference only."""
+    start, resume = load_start(model_path, resume_path, quiet, memlimit)
+    prior_model, settings = prior_and_settings(preset, seed, prior, opts, start, resume,
+                                                memlimit)  # fmt: skip
+    check_save(save_model, files, force)
+    check_mamba(save_model, settings)
+    check_save(per_byte, files, force, "--per-byte")
+    check_save(html_path, files, force, "--html")
+    outputs = [p for p in (save_model, per_byte, html_path) if p is not None]
+    if len({os.path.abspath(p) for p in outputs}) < len(outputs):
+        raise click.UsageError("--per-byte, --html and --save-model must name different files")
+    failed = False
+    for path in files:
+        bits, trust, head = [], [] if html_path else None, []
+        try:
+            signals.check()
+            stats = _score_one(path, settings, start, prior_model, resume, quiet, bits, memlimit,
+                               trust, head)  # fmt: skip
+            if per_byte is not None:
+                with atomic_output(per_byte, force) as f:
+                    np.save(f, np.concatenate([np.zeros(0), *bits]))
+            if html_path is not None:
+                _write_html(html_path, path, b"".join(head), bits, trust, stats, force)
+            write_model(save_model, stats, force)
+        except (MambazipError, OSError, MemoryError) as exc:
+            say(describe(path, exc))
+            failed = True
+            continue
+        _report_score(path, stats, as_json)
+    if failed:
+        sys.exit(1)
+
+
+def _score_one(path, settings, start, prior, resume, quiet, bits, memlimit, trust=None,
+               head=None):  # fmt: skip
+    """compress_stream into nothing; ``head`` receives the first report.SHOWN bytes read."""
+    name = "stdin" if path == "-" else os.path.basename(path)
+    with contextlib.ExitStack() as stack:
+        src = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
+        size = None if path == "-" else os.fstat(src.fileno()).st_size
+        compile_note(settings, quiet)
+        with progress_bar(size, name, quiet) as progress:
+            return codec.compress_stream(_Head(src, head, report.SHOWN), Discard(), settings,
+                                         progress=progress, model=start, prior=prior,
+                                         resume=resume, per_byte=bits, memlimit=memlimit,
+                                         trust=trust,
+                                         stored_blocks=True)  # fmt: skip
+
+
+class _Head:
+    """Reads through ``f`` and keeps the first ``limit`` bytes in ``parts``."""
+
+    def __init__(self, f, parts, limit):
+        self.f, self.parts, self.left = f, parts, limit
+
+    def read(self, n):
+        data = self.f.read(n)
+        if self.left > 0 and data:
+            self.parts.append(data[: self.left])
+            self.left -= len(self.parts[-1])
+        return data
+
+
+def _write_html(out, path, head, bits, trust, stats, force):
+    bits = np.concatenate([np.zeros(0), *bits])
+    n = bits.shape[0]
+    names = ("mamba",)
+    shares = np.ones((n, 1), np.float32)  # the Mamba alone: it has all the trust
+    if trust:
+        shares = np.concatenate(trust)
+        names = stats.part_names
+    page = report.render(head, bits, shares, names, f"mambazip score: {os.path.basename(path)}")
+    with atomic_output(out, force) as f:
+        f.write(page.encode())
+
+
+def _report_score(path, stats, as_json):
+    n = stats.original_bytes
+    report = {
+        "file": path,
+        "bytes": n,
+        "ideal_bits": stats.ideal_bits,
+        "bits_per_byte": stats.ideal_bits / n if n else 0.0,
+        "coded_bytes": stats.compressed_bytes,
+        "coded_bits_per_byte": 8.0 * stats.compressed_bytes / n if n else 0.0,
+        "seconds": stats.seconds,
+        "bytes_per_second": n / max(stats.seconds, 1e-9),
+    }
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    click.echo(
+        f"{path}: {n} bytes, {report['bits_per_byte']:.4f} bits/byte ideal "
+        f"({stats.ideal_bits:.1f} bits), {stats.compressed_bytes} bytes coded "
+        f"({report['coded_bits_per_byte']:.4f} bits/byte), {stats.seconds:.2f} s, "
+        f"{report['bytes_per_second'] / KB:.2f} KB/s"
+    )

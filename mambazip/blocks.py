@@ -1,10 +1,12 @@
 """Runs of blocks coded by one predictor: the loop a stream (versions 1 to 3) and each frame
-of a framed stream (version 4) share. Each block restarts the range coder while the
+of a framed stream (versions 4 and 5) share. Each block restarts the range coder while the
 predictor runs on.
 
 Compression runs the predictor over a chunk in one compiled call and then codes the chunk's
 bytes with the tables it produced; decompression must decode a byte before it can feed it,
-so it calls the same compiled loop one byte at a time.
+so it calls the same compiled loop one byte at a time. With nibbles (format 5) a byte is
+two symbols of 16, its high nibble then its low nibble: the decoder makes one compiled call
+per nibble (the low nibble's table needs the high nibble).
 """
 
 import math
@@ -66,7 +68,10 @@ def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, pro
             if trust is not None and predictor.mixer is not None:
                 shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
             freqs, p = predictor.advance(chunk, trust=shares)
-            encoder.encode(chunk, freqs)
+            if predictor.nibbles:
+                encoder.encode(nibbles_of(chunk), freqs.reshape(-1, 16))
+            else:
+                encoder.encode(chunk, freqs)
             byte_bits = -np.log2(p)
             if per_byte is not None:
                 per_byte.append(byte_bits)
@@ -84,6 +89,14 @@ def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, pro
         crc = zlib.crc32(block, crc)
         stats.original_bytes += data.shape[0]
     return crc
+
+
+def nibbles_of(data):
+    """(2n,) uint8: each byte of data (n,) uint8 as its high nibble, then its low nibble."""
+    out = np.empty(2 * data.shape[0], np.uint8)
+    out[0::2] = data >> 4
+    out[1::2] = data & 15
+    return out
 
 
 def decode_blocks(blocks, dst, predictor, progress=None):
@@ -127,6 +140,8 @@ def _decode_block(predictor, words, n_bytes, progress):
     if n_bytes * predictor.min_byte_bits > budget:
         raise FormatError("corrupt file: a block declares more bytes than its data can hold")
     decoder = Decoder(words)
+    if predictor.nibbles:
+        return _decode_nibbles(predictor, decoder, n_bytes, budget, progress)
     spent = 0.0
     out = np.empty(n_bytes, dtype=np.uint8)
     for i in range(n_bytes):
@@ -135,6 +150,30 @@ def _decode_block(predictor, words, n_bytes, progress):
         spent += FREQ_BITS - math.log2(freq[byte])
         if spent > budget:
             raise FormatError("corrupt file: a block decodes to more than its data can hold")
+        out[i] = byte
+        predictor.advance_byte(byte)
+        if progress and (i + 1) % CHUNK == 0:
+            progress(CHUNK, 0.0)
+    if progress and n_bytes % CHUNK:
+        progress(n_bytes % CHUNK, 0.0)
+    return out.tobytes()
+
+
+def _decode_nibbles(predictor, decoder, n_bytes, budget, progress):
+    """_decode_block's loop for format 5: per byte, the high nibble under ``freq``, then the
+    low nibble under ``freq_low`` (two compiled calls: advance_nibble, advance_byte)."""
+    spent = 0.0
+    out = np.empty(n_bytes, dtype=np.uint8)
+    log2 = math.log2
+    high_table, low_table = predictor.freq, predictor.freq_low  # views the calls refill
+    for i in range(n_bytes):
+        high = decoder.decode(high_table)
+        predictor.advance_nibble(high)
+        low = decoder.decode(low_table)
+        spent += 2 * FREQ_BITS - log2(high_table[high]) - log2(low_table[low])
+        if spent > budget:
+            raise FormatError("corrupt file: a block decodes to more than its data can hold")
+        byte = (high << 4) | low
         out[i] = byte
         predictor.advance_byte(byte)
         if progress and (i + 1) % CHUNK == 0:

@@ -45,7 +45,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
                     model=None, resume=False, per_byte=None, replay_chunk=None, name=None,
                     mtime=None, size=None, memlimit=None, trust=None,
                     stored_blocks=None, frame_size=None, jobs=1, scheduler=None,
-                    prior=None):  # fmt: skip
+                    prior=None, version=None):  # fmt: skip
     """Compress everything readable from ``src`` into ``dst``. ``progress(n_bytes, bits)`` is
     called after each chunk with that chunk's size and ideal code length. ``model``: a
     ``checkpoint.Checkpoint`` to start from (its weights; with ``resume`` also its optimizer
@@ -64,9 +64,15 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     or on the Dask cluster at ``scheduler`` (an address); an empty input is the short empty
     stream of version 3. ``per_byte`` and ``trust`` need the unframed stream. ``prior``: a
     preset's prior (``priors``), the start when no ``model`` is given and the input looks
-    like text (``priors.looks_like_text`` of its first block)."""
+    like text (``priors.looks_like_text`` of its first block). Mixing settings write version 5
+    (frames; an unframed stream is one frame of any length, coded here); ``version`` 3 or 4
+    writes them as those versions did (all 255 nodes of the byte tree, one 256-symbol
+    table: how the golden files of those versions are reproduced)."""
     if frame_size is not None and (per_byte is not None or trust is not None):
         raise ValueError("per_byte and trust need the unframed stream (frame_size None)")
+    nibbles = version is None or version >= container.NIBBLES
+    if nibbles and settings.mix is not None and frame_size is None:
+        frame_size = 0  # version 5 is framed: one frame of any length, coded in this process
     start = time.perf_counter()
     _check_memory(settings, replay_chunk, memlimit)
     out = _Counting(dst)
@@ -79,20 +85,24 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     if model is None and prior is not None and priors.looks_like_text(block):
         model = prior
     sha = model.digest() if model else None
-    short = not block and sha is None and container.format_version(settings, extras) == 3
+    short = (not block and sha is None
+             and container.format_version(settings, extras, nibbles=False) == 3)  # fmt: skip
     framed = frame_size is not None and bool(block)
     version = container.write_header(out, None if short else settings, block_size,
                                      model_sha256=sha, model_resume=resume, extras=extras,
-                                     frame_size=frame_size if framed else None)  # fmt: skip
+                                     frame_size=frame_size if framed else None,
+                                     nibbles=nibbles)  # fmt: skip
     stats = Stats()
     if framed:
-        coder = frames.FrameCoder(settings, block_size, frame_size, model, resume, replay_chunk)
+        coder = frames.FrameCoder(settings, block_size, frame_size, model, resume, replay_chunk,
+                                  version)  # fmt: skip
         jobs = frames.plan_jobs(coder, jobs, memlimit, size)
         predictor = frames.compress_frames(src, out, coder, block, jobs, scheduler, stats,
-                                           progress, memlimit)  # fmt: skip
+                                           progress, memlimit, per_byte, trust)  # fmt: skip
         if predictor is not None and stats.frames == 1:
             predictor.finish()
             stats.learner = predictor.learner
+            stats.part_names = predictor.part_names
         stats.compressed_bytes = out.count
         stats.seconds = time.perf_counter() - start
         return stats
@@ -187,7 +197,7 @@ def _frame_coder(header, model, resume, replay_chunk, memlimit):
     _check_model(header, model, resume)
     _check_memory(header["settings"], replay_chunk, memlimit)
     return frames.FrameCoder(header["settings"], header["block_size"], header["frame_size"],
-                             model, resume, replay_chunk)  # fmt: skip
+                             model, resume, replay_chunk, header["version"])  # fmt: skip
 
 
 def decompress_range(f, dst, start, end, progress=None, model=None, resume=False,

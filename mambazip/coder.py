@@ -5,7 +5,9 @@ rounding we hand it a form it reproduces exactly. Its fast quantizer gives symbo
 cumulative frequency floor(c_i * s) + i, where c_i is the running sum of the weights and
 s = (2^24 - V) / sum(weights). With weights f - 1 for our integer frequencies f (each >= 1,
 summing to 2^24), s is exactly 1 and every c_i is an integer below 2^24, exact in float64:
-constriction then codes with precisely our frequencies. tests/test_coder.py pins this.
+constriction then codes with precisely our frequencies. The same holds for the 16-symbol
+nibble tables of format 5 (V = 16, frequencies summing to 2^24: s = (2^24 - 16) / (2^24 - 16)).
+tests/test_coder.py pins both.
 """
 
 import constriction
@@ -27,7 +29,8 @@ class Encoder:
         self._coder = constriction.stream.queue.RangeEncoder()
 
     def encode(self, symbols, freqs):
-        """symbols (n,) uint8, each coded with its row of freqs (n, V) int32."""
+        """symbols (n,) uint8, each coded with its row of freqs (n, V) int32 (V = 256, or 16
+        for nibbles)."""
         if symbols.shape[0]:
             self._coder.encode(symbols.astype(np.int32), _FAMILY, constriction_weights(freqs))
 
@@ -39,13 +42,14 @@ class Encoder:
 class Decoder:
     def __init__(self, words):
         self._coder = constriction.stream.queue.RangeDecoder(words)
-        self._weights = None
+        self._weights = {}  # V -> work array
 
     def decode(self, freq):
         """One symbol under freq (V,) int32."""
-        if self._weights is None:
-            self._weights = np.empty(freq.shape, dtype=np.float64)
-        weights = constriction_weights(freq, self._weights)
+        weights = self._weights.get(freq.shape[0])
+        if weights is None:
+            weights = self._weights[freq.shape[0]] = np.empty(freq.shape, dtype=np.float64)
+        constriction_weights(freq, weights)
         model = constriction.stream.model.Categorical(weights, perfect=False)
         try:
             return self._coder.decode(model)

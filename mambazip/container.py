@@ -30,6 +30,13 @@ and decode independently. After the last frame comes the seek index:
     u64 index length      from the mark to the end of INDEX_MAGIC: 40 + 20 n_frames
     INDEX_MAGIC           8 bytes, the last of the stream: a reader seeks to them
 
+Version 5 keeps version 4's layout; only a coded block's words mean something else: the
+context-mixing predictor codes each byte as two 16-symbol nibbles (its high nibble, then its
+low nibble under a table that depends on the high one), evaluating only the byte's path in
+the byte tree, where versions 3 and 4 code one 256-symbol table of all 255 nodes. It is
+written whenever the settings mix (an unframed stream of them is one frame of any length);
+the Mamba alone keeps writing versions 1 to 4.
+
 Version 2 adds truncated BPTT (``bptt`` in the training settings). Version 3 adds the
 context-mixing predictor (``mix`` in the settings), stored blocks (a block whose coded form
 would be larger than its bytes is written raw; the predictor still learns it), the original
@@ -56,7 +63,8 @@ from .errors import ConfigError, FormatError, VersionError
 from .limits import loads_json
 
 MAGIC = b"\x89MZIP\r\n\x1a"
-VERSION = 4  # the newest version this module reads and writes
+VERSION = 5  # the newest version this module reads and writes
+NIBBLES = 5  # the first version whose mixing codes a byte as two nibbles
 MAX_HEADER = 1 << 20
 MAX_HEADER_DEPTH = 16  # the settings nest 3 deep; deeper JSON is refused before it is parsed
 MAX_BLOCK = 1 << 24
@@ -90,10 +98,13 @@ def _read_exact(f, n, what):
     return data
 
 
-def format_version(settings, extras=False, framed=False):
+def format_version(settings, extras=False, framed=False, nibbles=True):
     """The oldest format version that can describe ``settings`` (None: an empty stream) and,
     with ``extras``, a version-3 header's name, mtime, size and stored blocks; ``framed``:
-    frames and a seek index (version 4)."""
+    frames and a seek index (version 4). Mixing settings are version 5 (always framed)
+    unless ``nibbles`` is false: mixing as versions 3 and 4 coded it, to write their files."""
+    if nibbles and settings is not None and settings.mix is not None:
+        return NIBBLES
     if framed:
         return 4
     if extras or settings is None or settings.mix is not None:
@@ -102,17 +113,19 @@ def format_version(settings, extras=False, framed=False):
 
 
 def write_header(f, settings, block_size=DEFAULT_BLOCK, model_sha256=None, model_resume=False,
-                 extras=None, frame_size=None):  # fmt: skip
+                 extras=None, frame_size=None, nibbles=True):  # fmt: skip
     """``model_sha256``: the checkpoint compression started from; ``model_resume``: whether
     it started from the checkpoint's optimizer state too, not only its weights. ``extras``:
     a dict of version-3 fields ("name", "mtime", "size"; None values are left out), or None
     for a header older versions can read. ``settings`` None: the short header of an empty
     stream (version 3). ``frame_size``: frames follow (version 4; 0: one frame of any
-    length). Returns the version written."""
+    length). ``nibbles``: as for ``format_version``. Returns the version written."""
     framed = frame_size is not None
     if framed and settings is None:
         raise ValueError("a framed stream needs settings")
-    version = format_version(settings, extras is not None, framed)
+    version = format_version(settings, extras is not None, framed, nibbles)
+    if version >= NIBBLES and not framed:
+        raise ValueError("a version-5 stream is framed (frame_size 0: one frame)")
     # Version 3 leaves out a null model hash; older versions always wrote it.
     fields = {} if version >= 3 and model_sha256 is None else {"model_sha256": model_sha256}
     if settings is not None:
@@ -166,7 +179,8 @@ def read_header(f, following=False):
         raise FormatError(f"corrupt header: name, mtime or size in a version {version} file")
     if header["settings"] is None and version < 3:
         raise FormatError("corrupt header: no settings")
-    if header["settings"] is not None and format_version(header["settings"]) > version:
+    if (header["settings"] is not None
+            and format_version(header["settings"], nibbles=False) > version):  # fmt: skip
         raise FormatError(f"corrupt header: settings need format version {version + 1}")
     if version >= 4 and header["settings"] is None:
         raise FormatError("corrupt header: no settings")

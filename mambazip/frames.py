@@ -1,4 +1,4 @@
-"""Frames (format version 4): the input cut into pieces that are coded independently, each
+"""Frames (format versions 4 and 5): the input cut into pieces that are coded independently, each
 by a fresh predictor from the same start (the seeded init, or the starting checkpoint), so
 that frames code on every core or a cluster and a slice of the original decodes alone.
 
@@ -40,6 +40,7 @@ class FrameCoder:
     model: object = None  # a checkpoint.Checkpoint every frame starts from
     resume: bool = False
     replay_chunk: int = None
+    version: int = container.VERSION  # of the stream: from 5, mixing codes nibbles
 
     @property
     def frame_buffer_bytes(self):
@@ -47,14 +48,17 @@ class FrameCoder:
         return self.frame_size + container.max_frame_bytes(self.frame_size, self.block_size)
 
     def predictor(self):
-        return Predictor(self.settings, self.model, self.resume, self.replay_chunk)
+        return Predictor(self.settings, self.model, self.resume, self.replay_chunk,
+                         self.version >= container.NIBBLES)  # fmt: skip
 
-    def encode_stream(self, read_block, out, stats, progress=None):
+    def encode_stream(self, read_block, out, stats, progress=None, per_byte=None, trust=None):
         """Code one frame from the blocks ``read_block()`` returns (b"": the frame ends)
-        into ``out``; returns (CRC32 of the frame's original, its predictor)."""
+        into ``out``; returns (CRC32 of the frame's original, its predictor). ``per_byte``,
+        ``trust``: as for ``codec.compress_stream``."""
         predictor = self.predictor()
         before = stats.original_bytes
-        crc = encode_blocks(read_block, out, predictor, container.VERSION, True, stats, progress)
+        crc = encode_blocks(read_block, out, predictor, self.version, True, stats, progress,
+                            per_byte, trust)  # fmt: skip
         container.write_end(out, stats.original_bytes - before, crc)
         return crc, predictor
 
@@ -184,10 +188,11 @@ class _Reader:
 
 
 def compress_frames(src, out, coder, first, jobs, scheduler, stats, progress=None,
-                    memlimit=None):  # fmt: skip
+                    memlimit=None, per_byte=None, trust=None):  # fmt: skip
     """Code the frames of ``first`` (bytes already read) and the rest of ``src`` into
     ``out`` (after the header), then the index; adds to ``stats``. Returns the predictor
-    the last frame ended in when the frames were coded here (None from workers)."""
+    the last frame ended in when the frames were coded here (None from workers).
+    ``per_byte``, ``trust``: as for ``codec.compress_stream``, only for frames coded here."""
     frame_size = coder.frame_size
     reader = _Reader(src, first, frame_size, coder.block_size)
     entries = []
@@ -195,9 +200,12 @@ def compress_frames(src, out, coder, first, jobs, scheduler, stats, progress=Non
     if _here(frame_size, jobs, scheduler):
         while reader.next_frame():
             start, before = out.count, stats.original_bytes
-            crc, predictor = coder.encode_stream(reader.block, out, stats, progress)
+            crc, predictor = coder.encode_stream(reader.block, out, stats, progress, per_byte,
+                                                 trust)  # fmt: skip
             entries.append((out.count - start, stats.original_bytes - before, crc))
     else:
+        if per_byte is not None or trust is not None:
+            raise ValueError("per_byte and trust need the frames coded in this process")
 
         def frames():
             while data := reader.frame():
@@ -245,7 +253,7 @@ class _Checked:
 
 def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=None,
                       memlimit=None):  # fmt: skip
-    """Decode the frames of a version-4 stream from ``src`` (a ``codec._Counting`` after the
+    """Decode the frames of a version-4 or 5 stream from ``src`` (a ``codec._Counting`` after the
     header) into ``dst``, then check them against the index; adds to ``stats``. Returns the
     predictor the last frame ended in when the frames were decoded here."""
     frame_size, version = header["frame_size"], header["version"]

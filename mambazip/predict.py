@@ -24,9 +24,11 @@ class Predictor:
     """``freq`` (V,) int32 is always the table of the next byte. ``learner`` is the Mamba's
     online learner (None when the mixer runs without it): what ``--save-model`` saves."""
 
-    def __init__(self, settings, model=None, resume=False, replay_chunk=None):
+    def __init__(self, settings, model=None, resume=False, replay_chunk=None, nibbles=False):
         """``model``: a ``checkpoint.Checkpoint`` to start the Mamba from (``resume``: with
-        its optimizer state); ``replay_chunk``: see ``OnlineLearner``."""
+        its optimizer state); ``replay_chunk``: see ``OnlineLearner``. ``nibbles`` (format
+        5, mixing only): a byte is coded as two nibbles, ``freq`` (16,) the next byte's high
+        nibble's table and, after ``advance_nibble``, ``freq_low`` its low nibble's."""
         mix = settings.mix
         uses_mamba = mix is None or mix.mamba
         if model is not None and not uses_mamba:
@@ -38,18 +40,20 @@ class Predictor:
             else:
                 self.learner = OnlineLearner(settings, replay_chunk=replay_chunk)
         self.mixer = None
+        self.nibbles = False
         if mix is None:
             self.freq = self.learner.freq
             return
-        self.mixer = ContextMixer(mix)
+        self.nibbles = bool(nibbles)
+        self.mixer = ContextMixer(mix, self.nibbles)
         self.mixer.prime(self.learner.pdf if self.learner else None)
         self.freq = self.mixer.freq
 
     def advance(self, data, trust=None):
         """Run over ``data`` (n,) uint8. Returns (freqs, p): freqs (n, V) int32, row i the
-        table data[i] is coded with; p (n,) float64, the probability the predictor gave
-        data[i] (the Mamba alone: its float pdf's, before quantization). ``trust``: see
-        ``ContextMixer.advance`` (mixing only)."""
+        table data[i] is coded with (``nibbles``: (n, 32), its two nibbles' tables); p (n,)
+        float64, the probability the predictor gave data[i] (the Mamba alone: its float
+        pdf's, before quantization). ``trust``: see ``ContextMixer.advance`` (mixing only)."""
         if self.mixer is None:
             freqs, p = self.learner.advance(data)
             self.freq = self.learner.freq
@@ -72,6 +76,15 @@ class Predictor:
             self.mixer.advance_byte(byte, self.learner.pdf)
         self.freq = self.mixer.freq
 
+    def advance_nibble(self, high):
+        """With ``nibbles``: the next byte's high nibble is ``high``; ``freq_low`` is then
+        its low nibble's table."""
+        self.mixer.advance_nibble(high)
+
+    @property
+    def freq_low(self):
+        return self.mixer.freq_low
+
     def finish(self):
         """End of the stream (see ``OnlineLearner.finish``)."""
         if self.learner is not None:
@@ -82,7 +95,8 @@ class Predictor:
         """A lower bound on the code length of any byte: the context mixer's node
         probabilities stop at 4095/4096, so each child keeps at most 4095/4096 of its
         parent's mass (plus half a unit of rounding) and a byte costs at least
-        8 log2(4096/4095) = 0.00282 bits; 0.0025 leaves a margin. The Mamba alone gives a
+        8 log2(4096/4095) = 0.00282 bits; 0.0025 leaves a margin. The same holds for the two
+        nibble tables of format 5 (each nibble's root holds 2^24). The Mamba alone gives a
         byte up to 1 - 255/2^24 of the mass: no useful bound."""
         return 0.0 if self.mixer is None else 0.0025
 

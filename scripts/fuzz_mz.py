@@ -77,7 +77,7 @@ V4_SIZES = {"block_size": 1 << 16, "frame_size": 4 << 20}  # left out of a v4 he
 
 
 def v4_size(header, key):
-    """A version-4 header's block or frame size: absent means V4_SIZES's."""
+    """A version-4 (or 5) header's block or frame size: absent means V4_SIZES's."""
     return header.get(key, V4_SIZES[key])
 
 
@@ -114,7 +114,7 @@ class Block:
 
 @dataclass
 class Frame:
-    """One frame of a version-4 stream: its blocks, then u32 0, u64 length, u32 CRC."""
+    """One frame of a version-4 or 5 stream: its blocks, then u32 0, u64 length, u32 CRC."""
 
     at: int  # offset of its first block
     blocks: list
@@ -129,7 +129,7 @@ class Frame:
 
 @dataclass
 class Index:
-    """The seek index of a version-4 stream, from its mark (u32 0) to its magic."""
+    """The seek index of a version-4 or 5 stream, from its mark (u32 0) to its magic."""
 
     mark_at: int
     entries: list  # (compressed size, original size, CRC32) per frame
@@ -451,7 +451,9 @@ def prefix_fields(blob, s, original):
     for i in (0, 7):
         yield "magic", f"byte {i} flipped", _flip(blob, s.start + 8 * i), original
     yield "magic", "zeroed", bytes(8) + blob[8:], original
-    for v in (0, 1, 2, 3, 4, 5, 65535):
+    # 5 relabels a version-4 file (its mixing coded by all nodes) as nibble coded, and back;
+    # 6 is the next version, not yet read.
+    for v in (0, 1, 2, 3, 4, 5, 6, 65535):
         if v != s.version:
             mutated = blob[:8] + struct.pack("<H", v) + blob[10:]
             yield "version", f"{v}", mutated, original
@@ -812,7 +814,7 @@ def concatenations(blob, original, rng):
 
 
 def frame_size_field(blob, streams, original):
-    """The header's frame_size (version 4) at extremes and next to the frames' sizes; in
+    """The header's frame_size (versions 4 and 5) at extremes and next to the frames' sizes; in
     the header of an older version; and a version-3 stream turned into a valid version-4
     one (its blocks as one frame of any length, an index after them)."""
     s = streams[0]

@@ -9,7 +9,8 @@ the release it pins.
 
 A version's cases use the feature it introduced (version 2: truncated BPTT; version 3: the
 context-mixing predictor with and without the Mamba, stored blocks, the stored name, mtime
-and size, the short header of an empty stream; version 4: frames and the seek index). Each
+and size, the short header of an empty stream; version 4: frames and the seek index;
+version 5: mixing coded by nibbles, only the byte's path evaluated). Each
 golden case is NAME.bin (the original) and NAME.mz (its compressed form). Later
 releases must decode every golden file bit-exact (tests/test_golden.py); never regenerate the
 files of a released version.
@@ -46,8 +47,9 @@ def noise(n, state=0x9E3779B97F4A7C15):
     return bytes(out)
 
 
-# Version 3 options: "mix" (none, cm or full) with the small tables of predictor.SMALL, or
-# "preset" for the preset's own tables; "extras" (name, mtime, size); "block_size".
+# Version 3 options: "mix" (none, cm or full) with the small tables of predictor.SMALL,
+# "preset" for the preset's own tables, or "fast" for the fast preset; "extras" (name, mtime,
+# size); "block_size".
 NAMED = {"name": "golden.txt", "mtime": 1_796_000_000}
 CASES = {
     1: {
@@ -153,13 +155,35 @@ CASES = {
             {"mix": "preset", "extras": NAMED, "frame_size": 256, "prior": "default"},
         ),
     },
+    5: {
+        # Frames of 500 bytes in blocks of 128, a frame of noise stored raw, a last frame
+        # of 1 byte: the nibble coding with the Mamba mixed in.
+        "tiny-mix-full-frames": (
+            TEXT[:1000] + noise(500) + TEXT[:1],
+            TINY,
+            {},
+            {"mix": "full", "extras": NAMED, "block_size": 128, "frame_size": 500},
+        ),
+        # The context models alone, as the library writes an unframed stream: one frame of
+        # any length.
+        "tiny-mix-cm-one-frame": (TEXT, TINY, {}, {"mix": "cm", "extras": NAMED}),
+        # The fast preset's own tables (its mix is the context models alone).
+        "fast-preset": (
+            TEXT[:600],
+            {},
+            {},
+            {"mix": "fast", "extras": NAMED, "frame_size": 4 << 20},
+        ),
+    },
 }
 
 
 def settings_of(model, train, options):
     """The case's Settings: the default preset with the case's model and training, and for
-    version 3 its mixing (the preset's tables only for "preset")."""
+    version 3 its mixing (the preset's tables only for "preset"); "fast": the fast preset."""
     mix = options.get("mix", "none")
+    if mix == "fast":
+        return mambazip.resolve_settings("fast", seed=1234)
     settings = mambazip.resolve_settings(
         "default", model=model, train=train, seed=1234, mix=None if mix == "preset" else mix
     )
@@ -192,7 +216,7 @@ def main(only=None):
         if only is not None and name != only:
             continue
         settings = settings_of(model, train, options)
-        framed = "frame_size" in options
+        framed = "frame_size" in options or VERSION >= 5
         assert format_version(settings, "extras" in options, framed) == VERSION, name
         blob = compress_case(data, settings, options)
         assert mambazip.decompress(blob) == data

@@ -24,15 +24,17 @@ def assert_nothing_changed(before, after):
 
 
 def layout(blob):
-    """Byte offsets of the parts of a one-block .mz file (see mambazip/container.py)."""
+    """Byte offsets of the parts of a one-block .mz file (see mambazip/container.py); from
+    version 4 the block is one frame's, a seek index of one entry follows its end."""
     magic_end = len(container.MAGIC)
-    (header_len,) = struct.unpack_from("<I", blob, magic_end + 2)
+    (version, header_len) = struct.unpack_from("<HI", blob, magic_end)
     header_start = magic_end + 2 + 4
     block_start = header_start + header_len + 4
     (n_words,) = struct.unpack_from("<I", blob, block_start + 4)
     payload_start = block_start + 8
     end_start = payload_start + 4 * n_words
-    assert len(blob) == end_start + 4 + 8 + 4, "expected exactly one block"
+    index = container.INDEX_FIXED + struct.calcsize("<QQI") if version >= 4 else 0
+    assert len(blob) == end_start + 4 + 8 + 4 + index, "expected exactly one block"
     return {
         "header_start": header_start,
         "header_len": header_len,

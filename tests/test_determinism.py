@@ -13,6 +13,7 @@ nothing, so that is asserted too.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import subprocess
@@ -23,11 +24,12 @@ import llvmlite.binding as llvm
 import pytest
 
 import mambazip
+from mambazip import codec
 from mambazip.config import TrainConfig, preset_names
 
 # Runs in a subprocess: jobs from a JSON file, then reports how Numba compiled the kernels.
 WORKER = r"""
-import importlib, json, pkgutil, sys
+import importlib, io, json, pkgutil, sys
 from pathlib import Path
 
 from numba.core import config
@@ -36,11 +38,17 @@ from numba.core.registry import cpu_target
 
 import mambazip
 import mambazip.kernels
+from mambazip import codec
 from mambazip.config import Settings
 
 for job in json.loads(Path(sys.argv[1]).read_text()):
     data = Path(job["src"]).read_bytes()
-    if job["mode"] == "compress":
+    if job["mode"] == "compress" and job.get("version"):
+        buf = io.BytesIO()
+        codec.compress_stream(io.BytesIO(data), buf, Settings.from_dict(job["settings"]),
+                              version=job["version"])
+        out = buf.getvalue()
+    elif job["mode"] == "compress":
         out = mambazip.compress(data, Settings.from_dict(job["settings"]))
     else:
         out = mambazip.decompress(data)
@@ -65,14 +73,17 @@ json.dump({
 # The tiny model, with bptt=1 and with truncated BPTT over 7-byte segments (the input is
 # no multiple of 7); a model whose sizes are no multiple of any SIMD width, so vectorised
 # loops have remainders, with bptt=1 and 5; and every preset (the shapes users get), on a
-# short input.
+# short input. Mixing writes format 5 (the nibble coding); "tiny-mix-v3" and
+# "tiny-cm-v3" write it as format 3 did (all 255 nodes), "tiny-cm" is format 5 without the
+# Mamba.
 ODD_MODEL = {"d_model": 12, "n_layer": 2, "d_inner": 20, "d_state": 5, "d_conv": 3, "dt_rank": 3}
 # Every recipe knob at once on the tiny model (tests/test_recipe.py has them one by one).
 RECIPE = {"bptt": 4, "horizon": 12, "curriculum": 600, "iters": 2, "beta1": 0.0,
           "beta2_warmup": True, "lr_scale": {"head": 2.0}, "replay_every": 1024,
           "replay_window": 700, "replay_passes": 2}  # fmt: skip
-CASES = ("tiny", "tiny-bptt7", "tiny-recipe", "odd-sizes", "odd-sizes-bptt5",
-         *(f"preset-{name}" for name in preset_names()))  # fmt: skip
+CASES = ("tiny", "tiny-bptt7", "tiny-recipe", "odd-sizes", "odd-sizes-bptt5", "tiny-cm",
+         "tiny-mix-v3", "tiny-cm-v3", *(f"preset-{name}" for name in preset_names()))  # fmt: skip
+VERSIONS = {"tiny-mix-v3": 3, "tiny-cm-v3": 3}  # cases written as an older format version
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +92,7 @@ def cases(tmp_path_factory, tiny_settings, sample):
     the compressor's compiled loop except for the (slower) presets."""
     directory = tmp_path_factory.mktemp("determinism-inputs")
     data = (sample * 2)[:5000]
+    cm = dataclasses.replace(tiny_settings.mix, mamba=False)
     bptt7 = dataclasses.replace(tiny_settings.train, bptt=7)
     table = {
         "tiny": (tiny_settings, data),
@@ -91,6 +103,9 @@ def cases(tmp_path_factory, tiny_settings, sample):
             mambazip.resolve_settings(model=ODD_MODEL, train={"bptt": 5}, seed=7),
             data,
         ),
+        "tiny-cm": (dataclasses.replace(tiny_settings, mix=cm), data),
+        "tiny-mix-v3": (tiny_settings, data),
+        "tiny-cm-v3": (dataclasses.replace(tiny_settings, mix=cm), data),
     }
     for name in preset_names():
         table[f"preset-{name}"] = (mambazip.resolve_settings(name), data[:1500])
@@ -128,7 +143,7 @@ def compress_all(cases, workdir, env):
     """Compress every case in one subprocess; returns (report, {name: compressed bytes})."""
     jobs = [
         {"mode": "compress", "settings": settings.to_dict(), "src": str(src),
-         "dst": str(workdir / f"{name}.mz")}
+         "dst": str(workdir / f"{name}.mz"), "version": VERSIONS.get(name)}
         for name, (settings, src, _) in cases.items()
     ]  # fmt: skip
     report = run_worker(jobs, env, workdir)
@@ -150,7 +165,8 @@ def host_run(cases, cache_dirs, generic_run, tmp_path_factory):
     jobs = []
     for name, (settings, src, _) in cases.items():
         jobs.append({"mode": "compress", "settings": settings.to_dict(), "src": str(src),
-                     "dst": str(workdir / f"{name}.mz")})  # fmt: skip
+                     "dst": str(workdir / f"{name}.mz"),
+                     "version": VERSIONS.get(name)})  # fmt: skip
         generic_file = workdir / f"{name}.generic.mz"
         generic_file.write_bytes(generic_blobs[name])
         jobs.append({"mode": "decompress", "src": str(generic_file),
@@ -250,4 +266,6 @@ def test_subprocess_bytes_equal_in_process_bytes(cases, thread_runs, case):
     it inlines from another file does, so a stale cache also shows up here."""
     settings, _, data = cases[case]
     _, one = thread_runs[1]
-    assert one[case] == mambazip.compress(data, settings)
+    out = io.BytesIO()
+    codec.compress_stream(io.BytesIO(data), out, settings, version=VERSIONS.get(case))
+    assert one[case] == out.getvalue()

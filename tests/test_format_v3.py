@@ -119,10 +119,12 @@ def test_data_after_the_last_stream_is_a_corrupt_file():
         decompress(blob)
 
 
-def hostile_block_file(n_blocks, n_bytes, words=b"", settings=None):
-    """A version-3 file whose blocks each declare n_bytes but carry only ``words``."""
+def hostile_block_file(n_blocks, n_bytes, words=b"", settings=None, framed=False):
+    """A version-3 file whose blocks each declare n_bytes but carry only ``words``
+    (``framed``: the one frame of a version-5 file, mixing coded by nibbles)."""
     head = io.BytesIO()
-    container.write_header(head, settings or tiny(), container.MAX_BLOCK, extras=EXTRAS)
+    container.write_header(head, settings or tiny(), container.MAX_BLOCK, extras=EXTRAS,
+                           frame_size=0 if framed else None, nibbles=framed)  # fmt: skip
     block = struct.pack("<II", n_bytes, len(words) // 4) + words
     return head.getvalue() + block * n_blocks + struct.pack("<IQI", 0, n_blocks * n_bytes, 0)
 
@@ -139,6 +141,25 @@ def test_blocks_that_declare_more_bytes_than_their_words_hold_stop_at_once(mix):
     assert decoded == [], "the decoder ran on for the declared length"
     with pytest.raises(FormatError, match="than its data can hold"):
         decompress(hostile_block_file(1, 1 << 24, words=b"\x5a" * 64, settings=settings))
+
+
+def test_a_nibble_coded_block_that_declares_more_bytes_than_its_words_hold_is_refused():
+    """Version 5: the mixer's floor of 0.0025 bits per byte holds for two nibble tables too,
+    so the block is refused before decoding."""
+    settings = mambazip.resolve_settings(model=TINY_MODEL, mix="full")
+    decoded = []
+    with pytest.raises(FormatError, match="than its data can hold"):
+        decompress(hostile_block_file(200, 65536, settings=settings, framed=True),
+                   progress=lambda n, bits: decoded.append(n))  # fmt: skip
+    assert decoded == []
+
+
+def test_the_nibble_coded_floor_on_a_bytes_code_length_holds_for_a_long_run():
+    data = np.zeros(20_000, dtype=np.uint8)
+    settings = mambazip.resolve_settings(model=TINY_MODEL, mix="cm")
+    predictor = Predictor(settings, nibbles=True)
+    _, p = predictor.advance(data)
+    assert (-np.log2(p)).min() > predictor.min_byte_bits
 
 
 def test_the_mixers_floor_on_a_bytes_code_length_holds_for_a_long_run():
@@ -270,7 +291,7 @@ def test_version_3_header_stores_only_what_differs_from_the_baseline():
     assert container.settings_from_diff(container.settings_diff(default)) == default
     assert container.settings_from_diff(container.settings_diff(other)) == other
     assert container.settings_diff(other)["mix"] is None
-    assert len(compress(b"x", default, name="a", mtime=1)) < 200
+    assert len(compress(b"x", default, name="a", mtime=1, version=3)) < 200
 
 
 @pytest.mark.parametrize("stored", [[], {"model": []}, {"mix": 3}, {"extra": {}}])

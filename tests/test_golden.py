@@ -26,9 +26,10 @@ def test_golden_file_decodes_to_its_original(path):
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_golden_input_compresses_to_the_same_bytes(path):
-    """Version 1 and 2 files as the library writes them; version 3 and 4 files as the
+    """Version 1 and 2 files as the library writes them; version 3, 4 and 5 files as the
     command line writes them: with the stored name, mtime and size, stored blocks allowed,
-    and from version 4 cut into frames."""
+    and from version 4 cut into frames. Mixing is written as the file's version codes it
+    (versions 3 and 4: all 255 nodes, one 256-symbol table per byte)."""
     blob = path.read_bytes()
     with open(path, "rb") as f:
         header = container.read_header(f)
@@ -45,7 +46,7 @@ def test_golden_input_compresses_to_the_same_bytes(path):
     mambazip.compress_stream(io.BytesIO(data), out, settings,
                              header["block_size"] or container.DEFAULT_BLOCK,
                              stored_blocks=True, frame_size=header["frame_size"], model=model,
-                             **extras)  # fmt: skip
+                             version=header["version"], **extras)  # fmt: skip
     assert out.getvalue() == blob
 
 
@@ -90,3 +91,25 @@ def test_version_4_golden_files_cover_its_features():
     assert any(h["frame_size"] % h["block_size"] for h, _ in indexes.values())
     assert stored
     assert {h["settings"].mix is None for h, _ in indexes.values()} == {True, False}
+
+
+def test_version_5_golden_files_cover_its_features():
+    """Nibble-coded mixing with and without the Mamba, several frames, a stored block in a
+    frame, a last frame of 1 byte, one frame of any length (an unframed stream), the preset's
+    own tables."""
+    indexes = {}
+    stored = False
+    for path in GOLDEN.glob("v5/*.mz"):
+        with open(path, "rb") as f:
+            header, index = container.index_from_end(f)
+            for fr in index.frames:
+                f.seek(fr.packed_offset)
+                blocks = list(container.frame_blocks(f, header))
+                stored |= any(isinstance(payload, bytes) for _, payload in blocks[:-1])
+        indexes[path.stem] = header, index
+    assert all(h["version"] == 5 for h, _ in indexes.values())
+    assert {h["settings"].mix.mamba for h, _ in indexes.values()} == {True, False}
+    sizes = [[fr.size for fr in index.frames] for _, index in indexes.values()]
+    assert any(len(s) > 2 and s[-1] == 1 for s in sizes)
+    assert any(h["frame_size"] == 0 for h, _ in indexes.values())
+    assert stored

@@ -37,6 +37,7 @@ from .loop import (
     D_MLR,
     D_MSEL,
     D_NCTX,
+    D_NIBBLES,
     D_NIN,
     D_NPARTS,
     D_NSETS,
@@ -52,6 +53,7 @@ from .loop import (
     V_INPDF,
     V_KINDS,
     V_MAPS,
+    V_NFREQ,
     V_PARTS,
     V_W,
     V_WF,
@@ -60,6 +62,7 @@ from .loop import (
     prime,
     run,
     step,
+    step_low,
     view,
 )
 
@@ -73,12 +76,17 @@ class ContextMixer:
 
     ``freq`` (256,) int32 is the frequency table of the next byte (each >= 1, sum 2^24); valid
     after ``prime``. ``part_names`` names the columns of ``trust``.
+
+    ``nibbles`` (format 5): a byte is two 16-symbol nibbles, only the byte's path evaluated.
+    ``freq`` (16,) is then the next byte's high-nibble table, and ``freq_low`` (16,) the low
+    nibble's once ``advance_nibble`` has been given the high nibble (each >= 1, sum 2^24).
     """
 
-    def __init__(self, cfg=DEFAULT):
+    def __init__(self, cfg=DEFAULT, nibbles=False):
         if not isinstance(cfg, MixConfig):
             raise TypeError("cfg must be a MixConfig")
         self.cfg = cfg
+        self.nibbles = bool(nibbles)
         self.part_names = cfg.part_names
         self.buffers, self.offs = allocate(cfg)
         b = self.buffers
@@ -87,8 +95,13 @@ class ContextMixer:
         self._inbyte = view(b, self.offs, V_INBYTE)
         self._inpdf = view(b, self.offs, V_INPDF)
         self.dims = self._dims(cfg)
+        self.dims[D_NIBBLES] = self.nibbles
         self._init_tables(cfg)
         self.freq = view(b, self.offs, V_FREQ)
+        self.freq_low = None
+        if self.nibbles:
+            nfreq = view(b, self.offs, V_NFREQ)
+            self.freq, self.freq_low = nfreq[:16], nfreq[16:]
         # Work arrays of advance_byte and of calls without a Mamba or without trust.
         self._byte = np.zeros(1, np.uint8)
         self._pdf = np.zeros((1, 256), np.float32)
@@ -166,11 +179,13 @@ class ContextMixer:
         filled with each part's share of |w x| over the 8 nodes of each byte.
 
         Returns (freqs (n, 256) int32, the table each byte is coded with; p (n,) float64, its
-        probability freqs[i, data[i]] / 2^24). Afterwards ``freq`` is the next byte's table."""
+        probability freqs[i, data[i]] / 2^24). Afterwards ``freq`` is the next byte's table.
+        With ``nibbles``: freqs (n, 32), row i the tables of data[i]'s high nibble (:16) and
+        of its low nibble (16:), p[i] the product of the two nibbles' probabilities."""
         data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         n = data.shape[0]
         pdfs, use = self._pdf_arg(mamba_pdfs, n) if n else (self._pdf, False)
-        freqs = np.empty((n, 256), np.int32)
+        freqs = np.empty((n, 32 if self.nibbles else 256), np.int32)
         p = np.empty(n, np.float64)
         want = trust is not None
         if want:
@@ -193,3 +208,9 @@ class ContextMixer:
         # One call of nine arguments (the byte and the pdf travel in the buffers): the dispatch
         # of run's fifteen cost a few µs per byte.
         step(*self._bufs7, self.offs, self.dims)
+
+    def advance_nibble(self, high):
+        """Decode-side, with ``nibbles``: the next byte's high nibble is ``high``; set
+        ``freq_low`` to its low nibble's table. Allocates nothing."""
+        self._inbyte[0] = high
+        step_low(*self._bufs7, self.offs, self.dims)

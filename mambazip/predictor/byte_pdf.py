@@ -17,12 +17,12 @@ byte (the argmax of pdf, first on ties) selects a combiner weight set (see loop.
 
 import numpy as np
 
-from .jit import kernel
+from .jit import kernel, kernel_inline
 
 
 @kernel
-def node_probs(pm, tree, pdf):
-    """Fill pm (256,) from pdf (256,); return the expected byte."""
+def node_sums(tree, pdf):
+    """tree (512,) from pdf (256,): the leaves, then every node's sum; return the expected byte."""
     best = 0
     for b in range(256):
         v = np.float64(pdf[b])
@@ -32,11 +32,24 @@ def node_probs(pm, tree, pdf):
             best = b
     for n in range(255, 0, -1):
         tree[n] = tree[2 * n] + tree[2 * n + 1]
+    return best
+
+
+@kernel_inline
+def node_prob(tree, n):
+    """pm of node n from the sums of node_sums."""
+    if tree[n] > 0.0:
+        q = np.int64(np.floor(4096.0 * tree[2 * n + 1] / tree[n] + 0.5))
+        return min(max(q, 1), 4095)
+    return 2048
+
+
+@kernel
+def node_probs(pm, tree, pdf):
+    """Fill pm (256,) from pdf (256,); return the expected byte. (The nibble coding of
+    format 5 calls node_sums once and node_prob only on the 30 nodes it evaluates.)"""
+    best = node_sums(tree, pdf)
     pm[0] = 2048
     for n in range(1, 256):
-        if tree[n] > 0.0:
-            q = np.int64(np.floor(4096.0 * tree[2 * n + 1] / tree[n] + 0.5))
-            pm[n] = min(max(q, 1), 4095)
-        else:
-            pm[n] = 2048
+        pm[n] = node_prob(tree, n)
     return best

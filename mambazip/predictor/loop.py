@@ -1,4 +1,11 @@
-"""The one per-byte loop: predict all 255 nodes -> integer frequencies; learn the coded byte.
+"""The one per-byte loop: predict the byte tree's nodes -> integer frequencies; learn the byte.
+
+Two modes (dims[D_NIBBLES]). Formats 3 and 4: all 255 nodes, one 256-way table freq. Format 5:
+only the byte's path, a nibble at a time: the high nibble's 15 nodes give its 16-way table
+(nfreq[:16]); once the coder knows the high nibble, the 15 nodes under it give the low
+nibble's (nfreq[16:]). Each node is predicted exactly as in the first mode (the same inputs,
+weights, full/c0-only choice and slot lookups), and learning is the same: on the 8 nodes
+taken.
 
 Dimensions: C context models, NIN combiner inputs (C context columns, then 2 match, then 2 Mamba
 columns when those parts are on, then a constant bias of 256), R weight sets (R_SETS selectors:
@@ -15,22 +22,26 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
          adaptive-map entries, sel (256 * 4,) weight-set rows, sst (256 * 4,) their outputs,
          sf (256,) final stretch, aidx (256 * 3,) APM buckets, p12 (256,) node probabilities,
          pm (256,) the Mamba's node probabilities, freq (256,) the frequency table, mode
-         (256,) 1 where a node was predicted in full, 0 by the c0 weight set alone
-    i64: hstate (2,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,)
+         (256,) 1 where a node was predicted in full, 0 by the c0 weight set alone,
+         nfreq (32,) format 5's two nibble tables
+    i64: hstate (2,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,),
+         nmass (32,) a nibble's tree
     f64: tree (512,)
 Node n of the byte tree (1..255) is the partial byte c0 (paq style); depth(n) = bits known.
 
 Frequencies: the root holds FREQ_TOTAL = 2^24; each node splits its mass m between its children,
 r = round(m p12 / 4096) to the bit-1 child clamped to [L, m - L] where L = leaves per child, so
 each of the 256 leaves gets >= 1 and they sum exactly to 2^24, and f(b) / 2^24 is exactly the
-product of the split ratios along b's path (the bitwise code length).
+product of the split ratios along b's path (the bitwise code length). Format 5 quantizes
+each nibble's 16-way table the same way on the nibble's own tree (nibble_table): f(b) / 2^48
+= f_high / 2^24 * f_low / 2^24 is again the product of the 8 split ratios on b's path.
 """
 
 import numpy as np
 
 from ..kernels.step import FREQ_TOTAL
 from .apm import apm_predict, apm_update
-from .byte_pdf import node_probs
+from .byte_pdf import node_prob, node_sums
 from .combiner import combine, train
 from .context import NODE2, predict_first, predict_second, update_contexts
 from .counters import MAP_SIZE, squash, stretch
@@ -75,12 +86,14 @@ VIEWS = (
     ("inbyte", "i64"),
     ("inpdf", "f32"),
     ("trust1", "f32"),
+    ("nfreq", "i32"),
+    ("nmass", "i64"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
  V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_MODE, V_HSTATE, V_MSTATE,
  V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE, V_INBYTE, V_INPDF,
- V_TRUST1) = range(len(VIEWS))  # fmt: skip
+ V_TRUST1, V_NFREQ, V_NMASS) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -92,8 +105,8 @@ N_FINAL_ROWS = 8  # final weights by depth
 # Positions in the int64 ``dims`` array.
 (D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
- D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM) = range(22)  # fmt: skip
-N_DIMS = 22
+ D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES) = range(23)  # fmt: skip
+N_DIMS = 23
 
 DEPTH = np.array([0] + [n.bit_length() - 1 for n in range(1, 256)], np.int64)
 
@@ -141,6 +154,8 @@ def layout(cfg):
         "inbyte": 1,
         "inpdf": 256,
         "trust1": len(cfg.part_names),
+        "nfreq": 32,
+        "nmass": 32,
     }
 
 
@@ -194,9 +209,33 @@ def tree_to_freqs(freq, mass, p12):
         freq[b] = np.int32(mass[256 + b])
 
 
-@driver
-def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
-    """The next byte's node probabilities p12 and frequency table freq (views of the buffers)."""
+@kernel
+def nibble_table(nfreq, at, nmass, p12, nib):
+    """nfreq[at : at + 16] = the 16-way table of a nibble (nib = -1: the high nibble, else the
+    low nibble under high nibble nib) from the node probabilities p12 of its 15 nodes: the
+    quantizer of tree_to_freqs on the nibble's own tree, FREQ_TOTAL at its root, each child
+    keeping at least its number of leaves (8 >> local depth); nmass (32,) work."""
+    nmass[1] = FREQ_TOTAL
+    for j in range(1, 16):
+        node = j if nib < 0 else NODE2[nib, j]
+        m = nmass[j]
+        leaves = np.int64(8) >> DEPTH[j]
+        r = (m * np.int64(p12[node]) + 2048) >> 12
+        r = min(max(r, leaves), m - leaves)
+        nmass[2 * j + 1] = r
+        nmass[2 * j] = m - r
+    for k in range(16):
+        nfreq[at + k] = np.int32(nmass[16 + k])
+
+
+@driver_inline
+def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, first, last):
+    """Node probabilities p12 of the nibbles first..last (-1: the high nibble's 15 nodes,
+    0..15: the 15 under that high nibble). The high nibble's call starts the byte: the Mamba's
+    node sums and expected byte, the mass at the root. Each node's pm is computed only where
+    a node is evaluated. mass follows the 2^24 split of the whole byte tree over the nodes
+    evaluated: it decides which nodes are predicted in full and which second slots are looked
+    up, the same way whether all 255 nodes are evaluated or only the byte's path."""
     nctx, nin = dims[D_NCTX], dims[D_NIN]
     hmask = dims[D_HMASK]
     hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
@@ -211,7 +250,7 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     mstate, mmap = _carve(i64, offs, V_MSTATE), _carve(i32, offs, V_MMAP)
     apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
     apmm, apme = _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME)
-    expected = _carve(i64, offs, V_EXPECTED)
+    expected, tree = _carve(i64, offs, V_EXPECTED), _carve(f64, offs, V_TREE)
 
     tbl, maps = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS)
     ctxh, bmask = _carve(u64b, offs, V_CTXH), dims[D_BMASK]
@@ -220,26 +259,51 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     c2 = np.int64(back(hist, hstate, hmask, 2))
     # Order-2 APM context: the two bytes hashed, xor the partial byte (lpaq style).
     h2 = np.int64(fmix(u64(c1 | (c2 << 8) | 0x10000)) & u64(dims[D_APM2_MASK]))
-    if use_pdf:
-        expected[0] = node_probs(pm, _carve(f64, offs, V_TREE), pdf)
     full_mass = np.int64(FREQ_TOTAL) >> dims[D_FULL_LOG]
     slot_mass = np.int64(FREQ_TOTAL) >> dims[D_SLOT_LOG]
-    mass[1] = FREQ_TOTAL
-    predict_first(x, midx, tbl, maps, ctxh, bmask)
-    for nib in range(-1, 16):
+    if first < 0:
+        if use_pdf:
+            expected[0] = node_sums(tree, pdf)
+        mass[1] = FREQ_TOTAL
+        predict_first(x, midx, tbl, maps, ctxh, bmask)
+    for nib in range(first, last + 1):
         if nib >= 0:
             predict_second(x, midx, tbl, maps, ctxh, bmask, nib, mass[16 + nib] >= slot_mass)
         for j in range(1, 16):
             node = j if nib < 0 else NODE2[nib, j]
+            if use_pdf:
+                pm[node] = node_prob(tree, node)
             full = mass[node] >= full_mass
             mode[node] = full
             p = _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme,
                       expected[0], dims, c1, h2, node, full, use_pdf)  # fmt: skip
             p12[node] = p
             split_node(mass, node, p)
-    freq = _carve(i32, offs, V_FREQ)
+
+
+@driver
+def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
+    """The next byte's table. Formats 3 and 4: all 255 nodes, freq the 256-way table (views
+    of the buffers). Format 5 (dims[D_NIBBLES]): the high nibble's 15 nodes, nfreq[:16] its
+    16-way table; _predict_low follows once the high nibble is known."""
+    if dims[D_NIBBLES]:
+        _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, -1, -1)
+        nibble_table(_carve(i32, offs, V_NFREQ), 0, _carve(i64, offs, V_NMASS),
+                     _carve(i32, offs, V_P12), -1)  # fmt: skip
+        return
+    _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, -1, 15)
+    freq, mass = _carve(i32, offs, V_FREQ), _carve(i64, offs, V_MASS)
     for b in range(256):
         freq[b] = np.int32(mass[256 + b])
+
+
+@driver
+def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
+    """Format 5: the 15 nodes under high nibble nib, nfreq[16:] the low nibble's table (pdf
+    is not read: the high nibble's call kept the Mamba's node sums)."""
+    _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib, nib)
+    nibble_table(_carve(i32, offs, V_NFREQ), 16, _carve(i64, offs, V_NMASS),
+                 _carve(i32, offs, V_P12), nib)  # fmt: skip
 
 
 @kernel
@@ -398,23 +462,43 @@ def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
 def run(u8, u16, u64b, i32, i64, f64, offs, dims, data, pdfs, use_pdf, freqs, p, trust,
         want_trust):  # fmt: skip
     """For each byte i of data: freqs[i] = the current table, p[i] = its probability of data[i];
-    learn data[i]; predict the next byte with the Mamba's pdf row pdfs[i] (if use_pdf)."""
-    freq = _carve(i32, offs, V_FREQ)
+    learn data[i]; predict the next byte with the Mamba's pdf row pdfs[i] (if use_pdf).
+    Format 5: freqs[i] (32,) holds the high nibble's table, then the low nibble's under the
+    byte's high nibble, and p[i] the product of the byte's two nibble probabilities."""
+    freq, nfreq = _carve(i32, offs, V_FREQ), _carve(i32, offs, V_NFREQ)
+    nibbles = dims[D_NIBBLES] != 0
     for i in range(data.shape[0]):
         byte = np.int64(data[i])
-        for b in range(256):
-            freqs[i, b] = freq[b]
-        p[i] = np.float64(freq[byte]) / FREQ_TOTAL
+        pdf = pdfs[i if use_pdf else 0]
+        if nibbles:
+            hi, lo = byte >> 4, byte & 15
+            _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, hi)
+            for k in range(32):
+                freqs[i, k] = nfreq[k]
+            p[i] = np.float64(nfreq[hi]) * np.float64(nfreq[16 + lo]) / FREQ_TOTAL / FREQ_TOTAL
+        else:
+            for b in range(256):
+                freqs[i, b] = freq[b]
+            p[i] = np.float64(freq[byte]) / FREQ_TOTAL
         _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust[i], want_trust)
-        _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdfs[i if use_pdf else 0], use_pdf)
+        _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf)
 
 
 @driver
 def step(u8, u16, u64b, i32, i64, f64, f32, offs, dims):
     """The decoder's per-byte call, its inputs in the buffers (fewer arguments to dispatch than
-    run's): learn the byte in view inbyte, predict the next with the Mamba's pdf in inpdf."""
+    run's): learn the byte in view inbyte, predict the next with the Mamba's pdf in inpdf
+    (format 5: the next byte's high nibble)."""
     byte = _carve(i64, offs, V_INBYTE)[0]
     _update(u8, u16, u64b, i32, i64, offs, dims, byte, _carve(f32, offs, V_TRUST1), False)
     _predict(
         u8, u16, u64b, i32, i64, f64, offs, dims, _carve(f32, offs, V_INPDF), dims[D_MAMBA] != 0
     )
+
+
+@driver
+def step_low(u8, u16, u64b, i32, i64, f64, f32, offs, dims):
+    """Format 5, the decoder's call between a byte's two nibbles: the low nibble's table under
+    the high nibble in view inbyte."""
+    _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, _carve(f32, offs, V_INPDF),
+                 dims[D_MAMBA] != 0, _carve(i64, offs, V_INBYTE)[0])  # fmt: skip

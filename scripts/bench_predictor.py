@@ -1,12 +1,17 @@
 """Speed and ratio of the context-mixing predictor alone (a preset's tables, mamba=False).
 
     python scripts/bench_predictor.py FILE [FILE ...] [--preset fast|default|max]
-        [--set field=value ...] [--limit BYTES]
+        [--set field=value ...] [--limit BYTES] [--format 4|5]
 
 Per file: bits/byte of the CM alone (the sum of -log2 p over the file, from ``advance`` over 4 KB
 chunks), µs/byte of ``advance`` and of ``advance_byte`` (the decoder's call, timed on the first
-``--byte-limit`` bytes with a fresh predictor; it must give the same tables), and the memory of
-the config. Compile time is excluded (one warm-up call on a tiny config first).
+``--byte-limit`` bytes with a fresh predictor; it must give the same tables; format 5: with
+``advance_nibble`` between a byte's two nibbles), µs/byte of decoding those bytes from their
+range-coded words as blocks.py does (the predictor's calls and constriction's decoding), and
+the memory of the config. Compile time is excluded (one warm-up call on a tiny config first).
+``--format 4``: all 255 nodes, one 256-symbol table per byte (formats 3 and 4); ``5``: the
+nibble coding, only the byte's path (format 5). The script also runs on a checkout from
+before format 5 (``--format 4`` only).
 """
 
 import argparse
@@ -15,9 +20,16 @@ import time
 
 import numpy as np
 
+from mambazip import blocks
+from mambazip.coder import Encoder
 from mambazip.predictor import DEFAULT, FAST, MAX, SMALL, ContextMixer, MixConfig
 
 CHUNK = 4096
+NIBBLES = False  # --format 5
+
+
+def mixer_of(cfg):
+    return ContextMixer(cfg, nibbles=True) if NIBBLES else ContextMixer(cfg)
 
 
 def parse_value(text):
@@ -27,7 +39,7 @@ def parse_value(text):
 
 
 def encode(cfg, data):
-    mixer = ContextMixer(cfg)
+    mixer = mixer_of(cfg)
     mixer.prime()
     bits = 0.0
     start = time.perf_counter()
@@ -39,24 +51,63 @@ def encode(cfg, data):
 
 def decode_side(cfg, data):
     """advance_byte over data; returns (seconds, tables equal to advance's)."""
-    ref = ContextMixer(cfg)
+    ref = mixer_of(cfg)
     ref.prime()
     freqs, _ = ref.advance(data)
-    mixer = ContextMixer(cfg)
+    mixer = mixer_of(cfg)
     mixer.prime()
     start = time.perf_counter()
     for i in range(data.size):
+        if NIBBLES:
+            mixer.advance_nibble(data[i] >> 4)
         mixer.advance_byte(data[i])
     secs = time.perf_counter() - start
     # Compared after the timing (the comparison cost as much as a third of the call): the final
     # tables and a replay byte by byte.
     same = bool(np.array_equal(mixer.freq, ref.freq))
-    mixer = ContextMixer(cfg)
+    mixer = mixer_of(cfg)
     mixer.prime()
     for i in range(min(data.size, 2000)):
-        same &= bool(np.array_equal(mixer.freq, freqs[i]))
+        same &= bool(np.array_equal(mixer.freq, freqs[i, : mixer.freq.shape[0]]))
+        if NIBBLES:
+            mixer.advance_nibble(data[i] >> 4)
         mixer.advance_byte(data[i])
     return secs, same
+
+
+class _Adapter:
+    """What blocks._decode_block needs of a predictor, around the context mixer alone."""
+
+    min_byte_bits = 0.0025
+
+    def __init__(self, mixer):
+        self.mixer, self.nibbles = mixer, NIBBLES
+        self.freq, self.freq_low = mixer.freq, getattr(mixer, "freq_low", None)
+
+    def advance_byte(self, byte):
+        self.mixer.advance_byte(byte)
+
+    def advance_nibble(self, high):
+        self.mixer.advance_nibble(high)
+
+
+def coded_decode(cfg, data):
+    """Range-code data as blocks.encode_blocks does, then decode it as _decode_block does;
+    returns (seconds of the decoding, whether it gave data back)."""
+    mixer = mixer_of(cfg)
+    mixer.prime()
+    freqs, _ = mixer.advance(data)
+    enc = Encoder()
+    if NIBBLES:
+        enc.encode(blocks.nibbles_of(data), freqs.reshape(-1, 16))
+    else:
+        enc.encode(data, freqs)
+    words = enc.finish()
+    mixer = mixer_of(cfg)
+    mixer.prime()
+    start = time.perf_counter()
+    out = blocks._decode_block(_Adapter(mixer), words, data.size, None)
+    return time.perf_counter() - start, out == data.tobytes()
 
 
 def main():
@@ -66,18 +117,24 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="first BYTES of each file only")
     ap.add_argument("--byte-limit", type=int, default=100_000)
     ap.add_argument("--preset", choices=("fast", "default", "max"), default="default")
+    ap.add_argument("--format", type=int, choices=(4, 5), default=5)
     args = ap.parse_args()
+    global NIBBLES
+    NIBBLES = args.format >= 5
     fields = dict(s.split("=", 1) for s in args.set)
     base = {"fast": FAST, "default": DEFAULT, "max": MAX}[args.preset]
     base = dataclasses.replace(base, mamba=False)  # no Mamba here: the context models alone
     cfg = dataclasses.replace(base, **{k: parse_value(v) for k, v in fields.items()})
     cfg = MixConfig.from_dict(cfg.to_dict())
     print(f"config: {cfg.to_dict()}")
-    print(f"memory: {cfg.memory_bytes() / 2**20:.1f} MiB")
-    warm = ContextMixer(SMALL)  # compiles (or loads the cache) outside the timings
+    print(f"memory: {cfg.memory_bytes() / 2**20:.1f} MiB, format {args.format}")
+    warm = mixer_of(SMALL)  # compiles (or loads the cache) outside the timings
     warm.prime()
     warm.advance(np.zeros(4, np.uint8))
+    if NIBBLES:
+        warm.advance_nibble(0)
     warm.advance_byte(0)
+    coded_decode(SMALL, np.zeros(4, np.uint8))
     for path in args.files:
         with open(path, "rb") as f:
             data = np.frombuffer(f.read(), np.uint8)
@@ -92,6 +149,8 @@ def main():
             part = data[: args.byte_limit]
             dsecs, same = decode_side(cfg, part)
             line += f", advance_byte {dsecs / part.size * 1e6:.2f} us/byte (same tables: {same})"
+            csecs, ok = coded_decode(cfg, part)
+            line += f", coded decode {csecs / part.size * 1e6:.2f} us/byte (round trip: {ok})"
         print(line, flush=True)
 
 

@@ -88,10 +88,12 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     short = (not block and sha is None
              and container.format_version(settings, extras, nibbles=False) == 3)  # fmt: skip
     framed = frame_size is not None and bool(block)
+    # An empty input is never framed: a stream of no blocks, in the version that describes
+    # its header (3 with mixing: it codes no byte, so how a byte would be coded is moot).
     version = container.write_header(out, None if short else settings, block_size,
                                      model_sha256=sha, model_resume=resume, extras=extras,
                                      frame_size=frame_size if framed else None,
-                                     nibbles=nibbles)  # fmt: skip
+                                     nibbles=nibbles and framed)  # fmt: skip
     stats = Stats()
     if framed:
         coder = frames.FrameCoder(settings, block_size, frame_size, model, resume, replay_chunk,

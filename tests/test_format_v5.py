@@ -11,7 +11,7 @@ import pytest
 from conftest import TINY_FLAGS, TINY_MODEL
 
 import mambazip
-from mambazip import codec, container
+from mambazip import checkpoint, codec, container
 from mambazip.kernels.step import FREQ_TOTAL
 from mambazip.predictor import SMALL, ContextMixer
 from mambazip.predictor.context import NODE2
@@ -212,6 +212,16 @@ def test_an_empty_input_with_mixing_is_the_short_empty_stream_of_version_3():
     blob = pack(b"", small("cm"), name="empty.txt")
     assert version_of(blob) == 3
     assert unpack(blob) == b""
+
+
+def test_an_empty_input_started_from_a_model_is_a_version_3_stream_of_no_blocks():
+    settings = small("full")
+    learned = codec.compress_stream(io.BytesIO(TEXT[:300]), io.BytesIO(), settings).learner
+    start = checkpoint.Checkpoint.from_learner(learned)
+    blob = pack(b"", settings, model=start, frame_size=1000)
+    header = container.read_header(io.BytesIO(blob))
+    assert header["version"] == 3 and header["model_sha256"] == start.digest()
+    assert unpack(blob, model=start) == b""
 
 
 def test_frames_with_two_workers_round_trip_as_version_5(run_cli):

@@ -8,9 +8,9 @@ loading, converting and choosing what to train are loops over that table.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
 from .errors import ConfigError
+from .jit import jit
 from .kernels import layout as lay
 from .kernels.detmath import exp32, log32
 
@@ -90,7 +90,7 @@ def flat_size(cfg):
     return int(_offsets(tensor_table(cfg))[1])
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _splitmix64(state):
     state[0] += np.uint64(0x9E3779B97F4A7C15)
     z = state[0]
@@ -99,7 +99,7 @@ def _splitmix64(state):
     return z ^ (z >> np.uint64(31))
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _fill_uniform(out, state, bound):
     """out[:] ~ U(-bound, bound) from the top 24 bits of splitmix64 draws."""
     scale = f32(2.0 * bound / 16777216.0)
@@ -108,7 +108,7 @@ def _fill_uniform(out, state, bound):
         out.flat[i] = f32(np.int64(top) - 8388608) * scale
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _fill_dt_bias(out, state, dt_min, dt_max):
     """Mamba's dt init: dt log-uniform in [dt_min, dt_max], bias = softplus^-1(dt)."""
     log_min = log32(dt_min)
@@ -120,7 +120,7 @@ def _fill_dt_bias(out, state, dt_min, dt_max):
         out.flat[i] = dt + log32(f32(1.0) - exp32(-dt))
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _fill_a_log(out):
     """S4D-real: A_log[..., n] = log(n + 1), out (..., N)."""
     N = out.shape[-1]

@@ -17,8 +17,7 @@ both Adam moments, so one offsets table describes all four buffers.
 
 from collections import namedtuple
 
-from numba import njit
-
+from ..jit import jit
 from .views import carve
 
 # Position of each stacked tensor in the offsets table (and in the flat buffer).
@@ -69,7 +68,7 @@ Weights = namedtuple(
 )
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def weight_views(flat, offs, dims):
     """Views of ``flat`` (float32, 1-D) as a ``Weights`` tuple, shapes as listed above."""
     D = dims[DIM_D]

@@ -8,12 +8,13 @@ element by element, so vectorisation cannot change a bit.
 """
 
 import numpy as np
-from numba import njit
+
+from ..jit import jit, jit_inline
 
 f32 = np.float32
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@jit_inline
 def _clipped(g, clip):
     if clip > f32(0.0):
         if g > clip:
@@ -23,7 +24,7 @@ def _clipped(g, clip):
     return g
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def sgd_update(theta, grad, ranges, lrs, lr, clip):
     """theta -= lr * clip(grad); grad = 0. lr, clip float32 (clip 0: none)."""
     for s in range(ranges.shape[0]):
@@ -37,7 +38,7 @@ def sgd_update(theta, grad, ranges, lrs, lr, clip):
             g[i] = f32(0.0)
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def adam_update(theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2, clip):
     """Adam with bias correction: bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for step t >= 1
     (bc2 = 1 under the beta2 warm-up of ``adam_beta2``).
@@ -61,7 +62,7 @@ def adam_update(theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2,
             gs[i] = f32(0.0)
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def power(base, exponent):
     """base ** exponent for an integer exponent >= 0, by squaring in float64: the same bits
     everywhere, unlike libm's pow."""
@@ -76,7 +77,7 @@ def power(base, exponent):
     return result
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def scheduled_lr(lr, step, warmup, decay):
     """Learning rate at ``step`` on the schedule's clock (bytes learned, this update's
     included: the same clock for every bptt): linear warm-up over ``warmup`` bytes, then
@@ -89,7 +90,7 @@ def scheduled_lr(lr, step, warmup, decay):
     return f32(rate)
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def adam_beta2(beta2, step, warmup):
     """(beta2_t, bc2) of Adam step ``step`` >= 1, float64. Without ``warmup``: beta2 and
     1 - beta2^t. With it, v is the running mean of g^2 over the steps so far until that mean

@@ -42,8 +42,8 @@ P_REPLAY_PASSES.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ..jit import jit
 from .backward import Deferred
 from .forward import acts_size, acts_views, model_rerun
 from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_V, weight_views
@@ -73,7 +73,7 @@ Segment = namedtuple(
 N_PLAN = 8
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def segment_sizes(dims, bptt, chunk, history=0):
     """(ints, floats): the lengths of the int64 and float32 buffers of a Segment of
     capacity ``bptt`` forwards with a history of ``history`` bytes."""
@@ -85,7 +85,7 @@ def segment_sizes(dims, bptt, chunk, history=0):
     return 2 * bptt + M + history + 1, floats
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def segment_views(ints, floats, dims, bptt, chunk, history=0):
     """The Segment of ``bptt`` forwards replayed in chunks of ``chunk``, as views of its
     buffers ints (int64) and floats (float32), sized by ``segment_sizes``."""
@@ -145,7 +145,7 @@ def segment_views(ints, floats, dims, bptt, chunk, history=0):
     )  # fmt: skip
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, byte):
     """Feed ``byte`` as the next forward of the segment, saving what its backward needs."""
     t = counters[C_SEG]
@@ -161,14 +161,14 @@ def segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters
     counters[C_SEG] = t + 1
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _restore(conv_state, ssm_state, counters, seg, c):
     conv_state[...] = seg.ck_conv[c]
     ssm_state[...] = seg.ck_ssm[c]
     counters[C_POS] = seg.ck_pos[c]
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
                      seg, n_steps, n_loss, live):  # fmt: skip
     """grad += the gradient of the sum of -log p(target) over the segment's first
@@ -193,7 +193,7 @@ def segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_st
                         seg.targets[lo:hi], scale, True, seg.dssm, seg.dpend, seg.dfr)  # fmt: skip
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps):
     """Run the segment's first ``n_steps`` inputs again from its start state with the
     current weights, saving the state at the start of each chunk: the live state becomes
@@ -216,7 +216,7 @@ def _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_
     counters[C_LAST_INPUT] = seg.inputs[n_steps - 1]
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                    conv_state, ssm_state, counters, seg, n_steps, live, n_new, clock,
                    iters):  # fmt: skip
@@ -238,7 +238,7 @@ def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims
     counters[C_SEG] = 0
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def window_at(plan, learned):
     """The bytes an update learns after ``learned`` bytes: the horizon, or with a
     curriculum bptt more every ``curriculum`` bytes, up to the horizon."""
@@ -251,7 +251,7 @@ def window_at(plan, learned):
     return bptt * (1 + grown)
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _slide(seg, n_steps, keep):
     """Drop the segment's oldest n_steps - keep forwards (whole chunks), keeping the
     newest ``keep`` with their saved start states, their targets marked learned (-1): the
@@ -267,7 +267,7 @@ def _slide(seg, n_steps, keep):
         seg.ck_pos[c] = seg.ck_pos[c + drop // chunk]
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper, conv_state,
            ssm_state, counters, seg, rep, passes):  # fmt: skip
     """``passes`` passes of the online loop's truncated BPTT over the bytes of ``seg.hist``,
@@ -306,7 +306,7 @@ def replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
     counters[C_POS], counters[C_LAST_INPUT], counters[C_SEG] = live_pos, live_input, live_seg
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def run_segments(
     theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
     conv_state, ssm_state, counters, seg_ints, seg_floats, rep_ints, rep_floats, plan, data,

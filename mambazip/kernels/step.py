@@ -7,8 +7,8 @@ byte at a time as it decodes them. Same code, same order of operations, same bit
 import math
 
 import numpy as np
-from numba import njit
 
+from ..jit import jit
 from .backward import chunk_backward
 from .forward import a_from_log, acts_views, model_forward
 from .layout import A_LOG, DIM_K, DIM_R, weight_views
@@ -33,7 +33,7 @@ C_POS, C_STEP, C_LAST_INPUT, C_BYTES, C_SEG = range(5)
 N_COUNTERS = 5
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def quantize(freq, probs):
     """Integer frequencies (V,) summing to FREQ_TOTAL, each >= 1, from probs (V,).
 
@@ -65,7 +65,7 @@ def quantize(freq, probs):
         freq[0] += FREQ_TOTAL - (FREQ_TOTAL // V) * V
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def emit_pdf(freqs, pdfs, row, probs):
     """Hand out the pdf probs (V,) of the next byte as row ``row``: quantized into freqs
     (rows, V) int32 for coding, or, when pdfs (rows, V) float32 has rows, copied there for a
@@ -76,7 +76,7 @@ def emit_pdf(freqs, pdfs, row, probs):
         quantize(freqs[row], probs)
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                    counters, clock):  # fmt: skip
     """One update from the accumulated ``grad``; ``clock`` is the schedule's position, lrs
@@ -102,7 +102,7 @@ def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims
         a_from_log(A, weight_views(theta, offs, dims).A_log)
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, byte):
     """Advance the state by ``byte``; the next byte's pdf is left in the workspace.
     A (L, E, N) = -exp(A_log) of ``theta``."""
@@ -114,7 +114,7 @@ def forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, w
     model_forward(act, W, A, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]))
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def backward_tokens(theta, A, grad, offs, need, dims, work, inputs, targets, scale, carry, dssm,
                     dpend, dfr):  # fmt: skip
     """Accumulate into ``grad`` the gradient of -scale Σ_t log p_t(targets[t]) of the forwards
@@ -124,7 +124,7 @@ def backward_tokens(theta, A, grad, offs, need, dims, work, inputs, targets, sca
                    inputs, targets, need, scale, carry, dssm, dpend, dfr)  # fmt: skip
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def run_bytes(
     theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
     conv_state, ssm_state, counters, work, dssm, dpend, dfr, data, freqs, pdfs, p_coded,

@@ -5,11 +5,13 @@ parameters and of the activations are built several times per byte, and those ca
 more than some of the layers. ``carve`` forms the C-contiguous view directly.
 """
 
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
+
+from ..jit import jit_inline
 
 
 @intrinsic
@@ -59,7 +61,7 @@ def _carve_unchecked(typingctx, flat, start, shape):
     return sig, codegen
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@jit_inline
 def carve(flat, start, shape):
     """The view flat[start : start + prod(shape)].reshape(shape) of a 1-D C-contiguous array."""
     size = 1

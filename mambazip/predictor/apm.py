@@ -11,8 +11,8 @@ the nearer bucket towards the bit by 1/2^rate of the distance (paq style). At a 
 
 import numpy as np
 
+from ..jit import kernel
 from .counters import squash
-from .jit import kernel
 
 
 @kernel

@@ -17,7 +17,7 @@ byte (the argmax of pdf, first on ties) selects a combiner weight set (see loop.
 
 import numpy as np
 
-from .jit import kernel, kernel_inline
+from ..jit import kernel, kernel_inline
 
 
 @kernel

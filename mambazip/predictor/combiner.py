@@ -14,8 +14,8 @@ to nearest, clamped to +-2^22 so that a product never overflows and a weight can
 
 import numpy as np
 
+from ..jit import kernel
 from .counters import squash
-from .jit import kernel
 
 W_ONE = 1 << 16
 W_MAX = 1 << 22

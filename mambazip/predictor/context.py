@@ -19,9 +19,9 @@ checksum detects all but 1/16384 of the collisions between contexts sharing a bu
 
 import numpy as np
 
+from ..jit import kernel, kernel_inline
 from .counters import MAP_SIZE, counter_next, map_index, map_p, map_update, stretch
 from .history import M1, fmix
-from .jit import kernel, kernel_inline
 
 u64 = np.uint64
 BUCKET = 4  # slots per bucket

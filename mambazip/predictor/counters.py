@@ -19,8 +19,8 @@ seen one 1 in an order-6 context means p(1) = 0.95, not 0.83.
 
 import numpy as np
 
+from ..jit import kernel, kernel_inline
 from ..kernels.detmath import exp32
-from .jit import kernel, kernel_inline
 
 f32 = np.float32
 

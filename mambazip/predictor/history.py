@@ -13,7 +13,7 @@ wrap-around, so they are the same on every platform and never use Python's hash(
 
 import numpy as np
 
-from .jit import kernel, kernel_inline
+from ..jit import kernel, kernel_inline
 
 u64 = np.uint64
 

@@ -39,6 +39,7 @@ each nibble's 16-way table the same way on the nibble's own tree (nibble_table):
 
 import numpy as np
 
+from ..jit import driver, driver_inline, kernel
 from ..kernels.step import FREQ_TOTAL
 from .apm import apm_predict, apm_update
 from .byte_pdf import node_prob, node_sums
@@ -46,7 +47,6 @@ from .combiner import combine, train
 from .context import NODE2, predict_first, predict_second, update_contexts
 from .counters import MAP_SIZE, squash, stretch
 from .history import back, context_hashes, fmix, history_push
-from .jit import driver, driver_inline, kernel
 from .match import length_bucket, match_advance, match_inputs, update_match_map
 
 u64 = np.uint64

@@ -16,9 +16,9 @@ expected bit's sign times the bucket; elsewhere both are 0 (the match says nothi
 
 import numpy as np
 
+from ..jit import kernel, kernel_inline
 from .counters import map_p, map_update, stretch
 from .history import M1, fmix
-from .jit import kernel, kernel_inline
 
 u64 = np.uint64
 MAX_LEN = 65535

@@ -1,0 +1,26 @@
+"""The one compilation policy of every Numba kernel, the Mamba's and the predictor's.
+
+Never fastmath (DESIGN.md: no reassociation, no contraction to FMA, no approximate
+functions); ``error_model="numpy"`` so that integer code carries no division-by-zero
+branches; ``cache=True`` so that a run after the first loads the compiled code.
+
+The Mamba's kernels (``kernels/``) return and build array views, which need Numba's
+reference counting (NRT). The predictor's per-node kernels allocate nothing and take arrays
+allocated once in Python, so they compile without it (``_nrt=False``): with it, each call of
+a per-node helper incremented and decremented the count of each array it takes (atomic
+operations), which was two thirds of the predictor's run time. Its per-byte drivers carve the
+named views out of the flat buffers (views need NRT); they run once per byte, so their
+reference counting costs little.
+"""
+
+from numba import njit
+
+# The Mamba's kernels, and the small ones inlined into them.
+jit = njit(cache=True, error_model="numpy")
+jit_inline = njit(cache=True, error_model="numpy", inline="always")
+
+# The predictor's per-node kernels and per-byte drivers.
+kernel = njit(cache=True, error_model="numpy", _nrt=False)
+kernel_inline = njit(cache=True, error_model="numpy", _nrt=False, inline="always")
+driver = jit
+driver_inline = jit_inline

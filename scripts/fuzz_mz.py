@@ -57,6 +57,7 @@ import tempfile
 import time
 import traceback
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +90,9 @@ ADDRESS_SPACE = 1 << 30  # RLIMIT_AS of every run
 MAX_RSS = 10**9  # bytes: acceptance bound on peak RSS
 MAX_SECONDS = 30.0  # acceptance bound on one run's wall time
 TIMEOUT = 60.0  # a run still going after this long is killed (and fails)
+# Filling a cold Numba cache (every decoder compiled) takes minutes on a loaded 2-core machine
+# and more than ADDRESS_SPACE: it is done once, unlimited, before the workers start.
+WARM_TIMEOUT = 1800.0
 
 EXTREMES = (0, -1, 2**31, 2**63, 1e308, True, "str", [], {}, None)
 SIZES = (0, 1, 2**16, 2**24, 2**32 - 1)
@@ -1135,6 +1139,29 @@ class Run:
         )
 
 
+def golden_paths():
+    return [str(p) for p in sorted(GOLDEN.glob("v*/*.mz"))]
+
+
+_cache_filled = []
+
+
+def fill_cache():
+    """Decode every golden file once per process, without limits, so that the workers load
+    compiled kernels instead of compiling them under RLIMIT_AS."""
+    if _cache_filled:
+        return
+    subprocess.run(
+        [sys.executable, "-m", "mambazip", "decompress", "-t", "-q", "-T", "1", *golden_paths()],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        cwd=tempfile.gettempdir(),
+        check=True,
+        timeout=WARM_TIMEOUT,
+    )
+    _cache_filled.append(True)
+
+
 def _limit():
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
@@ -1144,7 +1171,7 @@ class Worker:
 
     def __init__(self, tmpdir):
         self.tmpdir = tmpdir
-        env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "TMPDIR": str(tmpdir)}
         self.log = open(Path(tmpdir).parent / f"worker-{id(self)}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--worker"],
@@ -1156,12 +1183,14 @@ class Worker:
             cwd=tmpdir,
         )
         self.max_rss = 0
-        warm = [str(p) for p in sorted(GOLDEN.glob("v*/*.mz"))]
-        self.alive = self.request({"warm": warm}, TIMEOUT * 10) is not None
+        self.alive = True
+        self.alive = self.request({"warm": golden_paths()}, TIMEOUT * 10) is not None
 
     def request(self, message, timeout):
         """Send one request; the reply (a dict), or None if the worker died or timed out
         (it is then killed)."""
+        if not self.alive:
+            return None
         try:
             self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()
@@ -1206,6 +1235,7 @@ def run_cases(
 ):
     """Run every command on every case; returns ([Run], worker peak RSS in bytes)."""
     todo = [(c, cmd) for c in cases for cmd in commands]
+    fill_cache()
     runs = [None] * len(todo)
     peak = [0]
     with tempfile.TemporaryDirectory(prefix="fuzz_mz.") as base:
@@ -1231,13 +1261,9 @@ def run_cases(
                 worker.close()
                 peak[0] = max(peak[0], worker.max_rss)
 
-        import threading
-
-        threads = [threading.Thread(target=lane, args=(n,)) for n in range(jobs)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        with ThreadPoolExecutor(jobs) as pool:
+            for lane_done in [pool.submit(lane, n) for n in range(jobs)]:
+                lane_done.result()  # a lane's own error is the harness's, not a run's
     return runs, peak[0]
 
 
@@ -1291,7 +1317,7 @@ def _safe(name):
 def _subprocess_run(argv, cdir, tmpdir, timeout):
     """The case as its own ``python -m mambazip`` process under RLIMIT_AS; its peak RSS
     from ``os.wait4``."""
-    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
     with open(cdir / ".stdout", "wb") as out, open(cdir / ".stderr", "wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "mambazip", *argv],

@@ -33,7 +33,6 @@ mutations); the range command runs on the version-4 files of the sample
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -94,16 +93,6 @@ SAMPLE = _sample()
 BY_ID = {c.id: c for c in SAMPLE}
 PLAIN = ("decompress", "info")  # on every sampled case; "range" on the framed ones too
 RUNS = [(c.id, cmd) for c in SAMPLE for cmd in (*PLAIN, *(("range",) if _framed(c) else ()))]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _compiled():
-    """Every golden file decoded once, outside the 1 GiB address space, before the harness
-    runs: under pytest-xdist this module may run before any other test has filled the Numba
-    cache, and compiling a decoder (LLVM) inside the limit ran out of memory (904 MB)."""
-    for path in GOLDEN_FILES:
-        subprocess.run([sys.executable, "-m", "mambazip", "decompress", "-c", "-T", "1",
-                        str(path)], capture_output=True, check=True, timeout=900)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

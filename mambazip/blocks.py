@@ -65,7 +65,7 @@ def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, pro
         for i in range(0, data.shape[0], CHUNK):
             chunk = data[i : i + CHUNK]
             shares = None
-            if trust is not None and predictor.mixer is not None:
+            if trust is not None and predictor.context is not None:
                 shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
             freqs, p = predictor.advance(chunk, trust=shares)
             if predictor.nibbles:

@@ -96,10 +96,10 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
                                      nibbles=nibbles and framed)  # fmt: skip
     stats = Stats()
     if framed:
-        coder = frames.FrameCoder(settings, block_size, frame_size, model, resume, replay_chunk,
+        job = frames.FrameJob(settings, block_size, frame_size, model, resume, replay_chunk,
                                   version)  # fmt: skip
-        jobs = frames.plan_jobs(coder, jobs, memlimit, size)
-        predictor = frames.compress_frames(src, out, coder, block, jobs, scheduler, stats,
+        jobs = frames.plan_jobs(job, jobs, memlimit, size)
+        predictor = frames.compress_frames(src, out, job, block, jobs, scheduler, stats,
                                            progress, memlimit, per_byte, trust)  # fmt: skip
         if predictor is not None and stats.frames == 1:
             predictor.finish()
@@ -182,9 +182,9 @@ def _decompress_frames(src, dst, header, stats, progress, model, resume, replay_
                        jobs, scheduler):  # fmt: skip
     """One framed stream (version 4) after its header; returns the Mamba's learner where it
     ended when the stream is one frame decoded here (else None)."""
-    coder = _frame_coder(header, model, resume, replay_chunk, memlimit)
-    jobs = frames.plan_jobs(coder, jobs, memlimit, header["size"])
-    predictor = frames.decompress_frames(src, dst, header, coder, jobs, scheduler, stats,
+    job = _frame_job(header, model, resume, replay_chunk, memlimit)
+    jobs = frames.plan_jobs(job, jobs, memlimit, header["size"])
+    predictor = frames.decompress_frames(src, dst, header, job, jobs, scheduler, stats,
                                          progress, memlimit)  # fmt: skip
     if predictor is None:
         return None
@@ -192,13 +192,13 @@ def _decompress_frames(src, dst, header, stats, progress, model, resume, replay_
     return predictor.learner
 
 
-def _frame_coder(header, model, resume, replay_chunk, memlimit):
-    """The coder of a framed stream's frames, from its header, once its starting model (a
+def _frame_job(header, model, resume, replay_chunk, memlimit):
+    """The job of a framed stream's frames, from its header, once its starting model (a
     shipped prior if none is given) and its memory are checked."""
     model = _shipped_prior(header, model, memlimit)
     _check_model(header, model, resume)
     _check_memory(header["settings"], replay_chunk, memlimit)
-    return frames.FrameCoder(header["settings"], header["block_size"], header["frame_size"],
+    return frames.FrameJob(header["settings"], header["block_size"], header["frame_size"],
                              model, resume, replay_chunk, header["version"])  # fmt: skip
 
 
@@ -224,11 +224,11 @@ def decompress_range(f, dst, start, end, progress=None, model=None, resume=False
     else:
         header, index = located
         end = _check_range(start, end, index.length)
-        coder = _frame_coder(header, model, resume, replay_chunk, memlimit)
+        job = _frame_job(header, model, resume, replay_chunk, memlimit)
         wanted = len(index.overlapping(start, end))
-        jobs = frames.plan_jobs(coder, jobs, memlimit, wanted * coder.frame_size)
+        jobs = frames.plan_jobs(job, jobs, memlimit, wanted * job.frame_size)
         stats = Stats(name=header["name"], mtime=header["mtime"])
-        stats.frames = frames.decode_range(f, dst, header, index, start, end, coder, jobs,
+        stats.frames = frames.decode_range(f, dst, header, index, start, end, job, jobs,
                                            scheduler, progress, memlimit)  # fmt: skip
     stats.original_bytes = end - start
     stats.seconds = time.perf_counter() - begin

@@ -31,7 +31,7 @@ DEFAULT_FRAME = 4 << 20
 
 
 @dataclasses.dataclass(frozen=True)
-class FrameCoder:
+class FrameJob:
     """All a worker needs to code or decode any frame of one stream."""
 
     settings: Settings
@@ -91,26 +91,26 @@ class FrameCoder:
         return out.getvalue()
 
 
-def plan_jobs(coder, jobs, memlimit=None, size=None):
-    """How many frames ``coder`` may code at once within ``memlimit``: each worker holds a
+def plan_jobs(job, jobs, memlimit=None, size=None):
+    """How many frames ``job`` may code at once within ``memlimit``: each worker holds a
     predictor and a frame in and out, and the parent up to two frames per worker. One (the
     frames coded in this process as they stream) when two do not fit, when frames are
     unbounded (frame size 0), or when the input's ``size`` (if known) is one frame:
     starting workers would cost more than it saves."""
     limit = DEFAULT_MEMLIMIT if memlimit is None else memlimit
-    if coder.frame_size and size is not None:
-        jobs = min(jobs, -(-size // coder.frame_size))
-    if jobs <= 1 or coder.frame_size == 0:
+    if job.frame_size and size is not None:
+        jobs = min(jobs, -(-size // job.frame_size))
+    if jobs <= 1 or job.frame_size == 0:
         return 1
-    per_job = memory_bytes(coder.settings, coder.replay_chunk) + 3 * coder.frame_buffer_bytes
+    per_job = memory_bytes(job.settings, job.replay_chunk) + 3 * job.frame_buffer_bytes
     return max(1, min(jobs, limit // per_job))
 
 
-def _executor(coder, jobs, scheduler):
+def _executor(job, jobs, scheduler):
     """``scheduler``: None, an address, or a ``workers.Scheduler`` (address and timeout)."""
     if scheduler is not None:
-        return workers.Cluster(coder, scheduler)
-    return workers.Processes(coder, jobs)
+        return workers.Cluster(job, scheduler)
+    return workers.Processes(job, jobs)
 
 
 def _here(frame_size, jobs, scheduler):
@@ -119,7 +119,7 @@ def _here(frame_size, jobs, scheduler):
     return frame_size == 0 or (jobs == 1 and scheduler is None)
 
 
-def _in_order(coder, jobs, scheduler, tasks, on_result, memlimit=None):
+def _in_order(job, jobs, scheduler, tasks, on_result, memlimit=None):
     """Run ``tasks`` ((method, args, context) from an iterator) on the executor of ``jobs``
     and ``scheduler``, at most 2 * slots in flight (fewer if ``memlimit`` cannot hold that
     many frames in and out), and give each (result, context) to ``on_result`` in order. On
@@ -131,11 +131,11 @@ def _in_order(coder, jobs, scheduler, tasks, on_result, memlimit=None):
     if second is None:
         if first is not None:
             method, args, context = first
-            on_result(getattr(coder, method)(*args), context)
+            on_result(getattr(job, method)(*args), context)
         return
-    pool = _executor(coder, jobs, scheduler)
+    pool = _executor(job, jobs, scheduler)
     limit = DEFAULT_MEMLIMIT if memlimit is None else memlimit
-    depth = max(1, min(2 * pool.slots, limit // coder.frame_buffer_bytes))
+    depth = max(1, min(2 * pool.slots, limit // job.frame_buffer_bytes))
     pending = collections.deque()
     try:
         for method, args, context in itertools.chain((first, second), tasks):
@@ -187,20 +187,20 @@ class _Reader:
         return self._take(self.frame_size)
 
 
-def compress_frames(src, out, coder, first, jobs, scheduler, stats, progress=None,
+def compress_frames(src, out, job, first, jobs, scheduler, stats, progress=None,
                     memlimit=None, per_byte=None, trust=None):  # fmt: skip
     """Code the frames of ``first`` (bytes already read) and the rest of ``src`` into
     ``out`` (after the header), then the index; adds to ``stats``. Returns the predictor
     the last frame ended in when the frames were coded here (None from workers).
     ``per_byte``, ``trust``: as for ``codec.compress_stream``, only for frames coded here."""
-    frame_size = coder.frame_size
-    reader = _Reader(src, first, frame_size, coder.block_size)
+    frame_size = job.frame_size
+    reader = _Reader(src, first, frame_size, job.block_size)
     entries = []
     predictor = None
     if _here(frame_size, jobs, scheduler):
         while reader.next_frame():
             start, before = out.count, stats.original_bytes
-            crc, predictor = coder.encode_stream(reader.block, out, stats, progress, per_byte,
+            crc, predictor = job.encode_stream(reader.block, out, stats, progress, per_byte,
                                                  trust)  # fmt: skip
             entries.append((out.count - start, stats.original_bytes - before, crc))
     else:
@@ -221,7 +221,7 @@ def compress_frames(src, out, coder, first, jobs, scheduler, stats, progress=Non
             if progress:
                 progress(n, bits)
 
-        _in_order(coder, jobs, scheduler, frames(), write, memlimit)
+        _in_order(job, jobs, scheduler, frames(), write, memlimit)
     container.write_index(out, entries, stats.original_bytes, reader.crc)
     stats.frames += len(entries)
     return predictor
@@ -251,7 +251,7 @@ class _Checked:
         self.f.write(data)
 
 
-def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=None,
+def decompress_frames(src, dst, header, job, jobs, scheduler, stats, progress=None,
                       memlimit=None):  # fmt: skip
     """Decode the frames of a version-4 or 5 stream from ``src`` (a ``codec._Counting`` after the
     header) into ``dst``, then check them against the index; adds to ``stats``. Returns the
@@ -273,7 +273,7 @@ def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=
             full_before(len(entries))
             start = src.count
             blocks = container.frame_blocks(src, header)
-            n, crc, predictor = _in_frame(len(entries), frame_size, coder.decode_stream,
+            n, crc, predictor = _in_frame(len(entries), frame_size, job.decode_stream,
                                           blocks, out, progress)  # fmt: skip
             entries.append((src.count - start, n, crc))
         src.read(len(_MARK))
@@ -283,7 +283,7 @@ def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=
             number = 0
             while True:
                 raw = _in_frame(number, frame_size, container.read_frame, src,
-                                coder.block_size, frame_size)  # fmt: skip
+                                job.block_size, frame_size)  # fmt: skip
                 if raw is None:
                     return
                 yield "decode_frame", (raw, version, number), len(raw)
@@ -296,7 +296,7 @@ def decompress_frames(src, dst, header, coder, jobs, scheduler, stats, progress=
             if progress:
                 progress(len(data), 0.0)
 
-        _in_order(coder, jobs, scheduler, frames(), write, memlimit)
+        _in_order(job, jobs, scheduler, frames(), write, memlimit)
     index = container.read_index(src, len(entries), packed_start, frame_size)
     listed = [(fr.packed_size, fr.size, fr.crc) for fr in index.frames]
     if listed != entries or (index.length, index.crc) != (out.count, out.crc):
@@ -322,7 +322,7 @@ class Slice:
             self.f.write(data[low:high])
 
 
-def decode_range(f, dst, header, index, start, end, coder, jobs, scheduler, progress=None,
+def decode_range(f, dst, header, index, start, end, job, jobs, scheduler, progress=None,
                  memlimit=None):  # fmt: skip
     """Write the original's bytes [start, end) to ``dst``, decoding only the frames that hold
     them (``index``: ``container.index_from_end(f)``); returns how many that was."""
@@ -342,7 +342,7 @@ def decode_range(f, dst, header, index, start, end, coder, jobs, scheduler, prog
             f.seek(fr.packed_offset)
             out = Slice(dst, start, end, fr.offset)
             blocks = container.frame_blocks(f, header)
-            size, crc, _ = _in_frame(numbers[fr], frame_size, coder.decode_stream, blocks, out)
+            size, crc, _ = _in_frame(numbers[fr], frame_size, job.decode_stream, blocks, out)
             if f.tell() != fr.packed_offset + fr.packed_size:
                 raise FormatError(f"corrupt index: {_where(numbers[fr], frame_size)} ends "
                                   f"before the size it lists")  # fmt: skip
@@ -361,5 +361,5 @@ def decode_range(f, dst, header, index, start, end, coder, jobs, scheduler, prog
         check(fr, len(data), zlib.crc32(data))
         Slice(dst, start, end, fr.offset).write(data)
 
-    _in_order(coder, jobs, scheduler, frames(), write, memlimit)
+    _in_order(job, jobs, scheduler, frames(), write, memlimit)
     return len(wanted)

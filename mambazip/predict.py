@@ -39,51 +39,51 @@ class Predictor:
                 self.learner = model.learner(settings, resume, replay_chunk)
             else:
                 self.learner = OnlineLearner(settings, replay_chunk=replay_chunk)
-        self.mixer = None
+        self.context = None
         self.nibbles = False
         if mix is None:
             self.freq = self.learner.freq
             return
         self.nibbles = bool(nibbles)
-        self.mixer = ContextMixer(mix, self.nibbles)
-        self.mixer.prime(self.learner.pdf if self.learner else None)
-        self.freq = self.mixer.freq
+        self.context = ContextMixer(mix, self.nibbles)
+        self.context.prime(self.learner.pdf if self.learner else None)
+        self.freq = self.context.freq
 
     def advance(self, data, trust=None):
         """Run over ``data`` (n,) uint8. Returns (freqs, p): freqs (n, V) int32, row i the
         table data[i] is coded with (``nibbles``: (n, 32), its two nibbles' tables); p (n,)
         float64, the probability the predictor gave data[i] (the Mamba alone: its float
         pdf's, before quantization). ``trust``: see ``ContextMixer.advance`` (mixing only)."""
-        if self.mixer is None:
+        if self.context is None:
             freqs, p = self.learner.advance(data)
             self.freq = self.learner.freq
             return freqs, p.astype(np.float64)
         pdfs = self.learner.advance_pdfs(data)[0] if self.learner else None
-        freqs, p = self.mixer.advance(data, pdfs, trust=trust)
-        self.freq = self.mixer.freq
+        freqs, p = self.context.advance(data, pdfs, trust=trust)
+        self.freq = self.context.freq
         return freqs, p
 
     def advance_byte(self, byte):
         """``advance`` over one decoded byte, without allocations: only ``freq`` moves on."""
-        if self.mixer is None:
+        if self.context is None:
             self.learner.advance_byte(byte)
             self.freq = self.learner.freq
             return
         if self.learner is None:
-            self.mixer.advance_byte(byte, None)
+            self.context.advance_byte(byte, None)
         else:
             self.learner.advance_byte_pdf(byte)
-            self.mixer.advance_byte(byte, self.learner.pdf)
-        self.freq = self.mixer.freq
+            self.context.advance_byte(byte, self.learner.pdf)
+        self.freq = self.context.freq
 
     def advance_nibble(self, high):
         """With ``nibbles``: the next byte's high nibble is ``high``; ``freq_low`` is then
         its low nibble's table."""
-        self.mixer.advance_nibble(high)
+        self.context.advance_nibble(high)
 
     @property
     def freq_low(self):
-        return self.mixer.freq_low
+        return self.context.freq_low
 
     def finish(self):
         """End of the stream (see ``OnlineLearner.finish``)."""
@@ -98,11 +98,11 @@ class Predictor:
         8 log2(4096/4095) = 0.00282 bits; 0.0025 leaves a margin. The same holds for the two
         nibble tables of format 5 (each nibble's root holds 2^24). The Mamba alone gives a
         byte up to 1 - 255/2^24 of the mass: no useful bound."""
-        return 0.0 if self.mixer is None else 0.0025
+        return 0.0 if self.context is None else 0.0025
 
     @property
     def part_names(self):
-        return self.mixer.part_names if self.mixer is not None else ("mamba",)
+        return self.context.part_names if self.context is not None else ("mamba",)
 
 
 def memory_bytes(settings, replay_chunk=None, chunk=4096):

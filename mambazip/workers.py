@@ -1,11 +1,11 @@
 """Where frames are coded when not in this process (``frames`` streams them here itself):
 in worker processes, or on a Dask cluster.
 
-Each executor runs ``FrameCoder`` methods by name and hands back a handle whose ``result()``
-is the method's return value (or raises its exception). The coder travels to each worker
+Each executor runs ``FrameJob`` methods by name and hands back a handle whose ``result()``
+is the method's return value (or raises its exception). The job travels to each worker
 once: a process pool's workers receive it when they start, a cluster's by one broadcast, so
 a worker compiles or loads the Numba cache once, not once per frame. Output bytes never
-depend on where a frame was coded: every frame starts from the same coder.
+depend on where a frame was coded: every frame starts from the same job.
 """
 
 import contextlib
@@ -25,7 +25,7 @@ from .errors import MambazipError
 
 POLL_SECONDS = 0.2  # how often a waiting parent looks for signals
 
-_coder = None  # a worker process's FrameCoder, set when it starts
+_job = None  # a worker process's FrameJob, set when it starts
 
 
 def default_jobs():
@@ -36,15 +36,15 @@ def default_jobs():
         return os.cpu_count() or 1
 
 
-def _start_worker(coder):
-    global _coder
-    _coder = coder
+def _start_worker(job):
+    global _job
+    _job = job
     # Ctrl-C reaches the whole process group: the parent answers it and ends the pool.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _call(method, *args):
-    return getattr(_coder, method)(*args)
+    return getattr(_job, method)(*args)
 
 
 def _wait(get, timeout_error):
@@ -80,10 +80,10 @@ class Processes:
     queue feeder may still be writing a frame to a worker it is told to end: EPIPE, a
     traceback or, where SIGPIPE is not ignored, the death of this process.)"""
 
-    def __init__(self, coder, jobs):
+    def __init__(self, job, jobs):
         self.slots = jobs
         context = multiprocessing.get_context("spawn")
-        self.pool = context.Pool(jobs, initializer=_start_worker, initargs=(coder,))
+        self.pool = context.Pool(jobs, initializer=_start_worker, initargs=(job,))
         # The pool's worker processes as started; it keeps no public list of them.
         self.started = list(self.pool._pool)
 
@@ -136,9 +136,9 @@ def release():
     return code_digest(), importlib.metadata.version("mambazip"), container.VERSION
 
 
-def call_coder(coder, method, *args):
-    """A cluster's task: ``coder`` arrives as the broadcast copy each worker holds."""
-    return getattr(coder, method)(*args)
+def call_job(job, method, *args):
+    """A cluster's task: ``job`` arrives as the broadcast copy each worker holds."""
+    return getattr(job, method)(*args)
 
 
 DEFAULT_TIMEOUT = 300.0  # seconds a cluster may go without progress (see Cluster)
@@ -202,7 +202,7 @@ class Cluster:
     scheduler's timeout without progress (no frame finished, no worker coding one heard
     from: every worker gone, frozen or unreachable) instead of waiting forever."""
 
-    def __init__(self, coder, scheduler):
+    def __init__(self, job, scheduler):
         if isinstance(scheduler, str):
             scheduler = Scheduler(scheduler)
         try:
@@ -231,8 +231,8 @@ class Cluster:
                 raise MambazipError(f"the Dask scheduler at {address} has no workers")
             self._check_workers()
             self.slots = threads
-            [self.coder] = self.client.scatter(
-                [coder], broadcast=True, hash=False, timeout=self.timeout
+            [self.job] = self.client.scatter(
+                [job], broadcast=True, hash=False, timeout=self.timeout
             )
         except MambazipError:
             self.client.close()
@@ -317,7 +317,7 @@ class Cluster:
 
     def failure(self, exc):
         """The one-line error for ``exc``, raised by waiting for a frame."""
-        if self.coder.status != "finished":
+        if self.job.status != "finished":
             return MambazipError(
                 f"the Dask cluster at {self.address} lost every worker that held the model "
                 f"(they died or left mid-run): start workers and run again"
@@ -331,7 +331,7 @@ class Cluster:
         self.progressed = time.monotonic()
 
     def submit(self, method, *args):
-        future = self.client.submit(call_coder, self.coder, method, *args, pure=False)
+        future = self.client.submit(call_job, self.job, method, *args, pure=False)
         future.add_done_callback(self._finished)
         self.tasks.add(future)
         return _Future(future, self)
@@ -343,6 +343,6 @@ class Cluster:
         """Cancel the frames in flight and leave, never raising nor waiting long (the
         scheduler may be gone)."""
         with contextlib.suppress(Exception):
-            self.client.cancel([*self.tasks, self.coder], force=True)
+            self.client.cancel([*self.tasks, self.job], force=True)
         with contextlib.suppress(Exception):
             self.client.close(timeout=10)

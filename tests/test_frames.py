@@ -130,14 +130,14 @@ def test_range_writes_exactly_that_slice(run_cli, framed_file, span):
 def test_range_decodes_only_the_frames_that_hold_it(framed_file, monkeypatch):
     path, data = framed_file
     decoded = []
-    original = frames.FrameCoder.decode_stream
+    original = frames.FrameJob.decode_stream
 
     def counting(self, blocks, dst, progress=None):
         result = original(self, blocks, dst, progress)
         decoded.append(result[:2])
         return result
 
-    monkeypatch.setattr(frames.FrameCoder, "decode_stream", counting)
+    monkeypatch.setattr(frames.FrameJob, "decode_stream", counting)
     out = io.BytesIO()
     with open(path, "rb") as f:
         codec.decompress_range(f, out, 1990, 2010)
@@ -342,14 +342,14 @@ def test_decompress_save_model_of_several_frames_is_one_line(run_cli, framed_fil
 
 def test_jobs_are_as_many_as_memory_and_frames_allow(settings):
     mib = 1 << 20
-    coder = frames.FrameCoder(settings, 1 << 16, mib)
+    job = frames.FrameJob(settings, 1 << 16, mib)
     per_job = predict.memory_bytes(settings) + 3 * (mib + container.max_frame_bytes(mib, 1 << 16))
-    assert frames.plan_jobs(coder, 8, memlimit=100 * per_job) == 8
-    assert frames.plan_jobs(coder, 8, memlimit=3 * per_job + 1) == 3
-    assert frames.plan_jobs(coder, 8, memlimit=per_job) == 1
-    assert frames.plan_jobs(coder, 8, size=mib) == 1
-    assert frames.plan_jobs(coder, 8, size=2 * mib + 1) == 3
-    assert frames.plan_jobs(frames.FrameCoder(settings, 1 << 16, 0), 8) == 1
+    assert frames.plan_jobs(job, 8, memlimit=100 * per_job) == 8
+    assert frames.plan_jobs(job, 8, memlimit=3 * per_job + 1) == 3
+    assert frames.plan_jobs(job, 8, memlimit=per_job) == 1
+    assert frames.plan_jobs(job, 8, size=mib) == 1
+    assert frames.plan_jobs(job, 8, size=2 * mib + 1) == 3
+    assert frames.plan_jobs(frames.FrameJob(settings, 1 << 16, 0), 8) == 1
 
 
 def test_a_local_dask_cluster_codes_the_same_bytes(settings):

@@ -7,7 +7,7 @@ import io
 import math
 import time
 
-from . import container, frames, priors
+from . import container, frames, kernel_cache, priors
 from .blocks import CHUNK, Stats, check_end, decode_blocks, encode_blocks, read_up_to
 from .errors import CheckpointError, ConfigError, RangeError
 from .limits import check_memory
@@ -107,6 +107,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
             stats.part_names = predictor.part_names
         stats.compressed_bytes = out.count
         stats.seconds = time.perf_counter() - start
+        kernel_cache.mark(settings)
         return stats
     predictor = Predictor(settings, model, resume, replay_chunk)
     pending = [block]
@@ -122,6 +123,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, prog
     stats.seconds = time.perf_counter() - start
     stats.learner = predictor.learner
     stats.part_names = predictor.part_names
+    kernel_cache.mark(settings)
     return stats
 
 
@@ -152,6 +154,8 @@ def decompress_stream(src, dst, progress=None, model=None, resume=False, replay_
         else:
             stats.learner = _decompress_one(src, dst, header, stats, progress, model, resume,
                                             replay_chunk, memlimit)  # fmt: skip
+        if header["settings"] is not None:
+            kernel_cache.mark(header["settings"])
         if not src.peek():
             break
         header = container.read_header(src, following=True)

@@ -3,15 +3,19 @@ showing bytes, speed and bits/byte; never with -q or for small inputs; off a ter
 with -v, as a plain line every few seconds. Sizes count in 1000 bytes everywhere. A run whose
 kernels are not in Numba's cache says that it is compiling them."""
 
+import dataclasses
 import io
 import os
 import subprocess
 import sys
 
+import numba
 import pytest
 from conftest import TINY_FLAGS
 
+from mambazip import codec, kernel_cache
 from mambazip.cli import progress as cli_progress
+from mambazip.config import TrainConfig
 
 
 def bar_output(monkeypatch, total, quiet=False, tty=True):
@@ -146,3 +150,15 @@ def test_an_empty_numba_cache_is_seen_as_not_compiled(tmp_path, tiny_settings):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, timeout=120)
     assert proc.returncode == 3
+
+
+def test_a_finished_run_marks_its_kernels_compiled_in_this_cache(monkeypatch, tmp_path,
+                                                                  tiny_settings):  # fmt: skip
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    step = dataclasses.replace(tiny_settings, train=TrainConfig(bptt=1))
+    assert not kernel_cache.cached(tiny_settings)
+    codec.compress_stream(io.BytesIO(b"abc"), io.BytesIO(), tiny_settings)
+    assert kernel_cache.cached(tiny_settings)
+    assert not kernel_cache.cached(step)  # another loop, which that run did not compile
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert not kernel_cache.cached(tiny_settings)

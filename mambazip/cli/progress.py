@@ -8,6 +8,7 @@ import time
 from tqdm import tqdm
 
 from .. import signals
+from ..kernel_cache import cached as kernels_cached
 from .common import KB, format_kb, say
 
 PROGRESS_MIN_BYTES = 1 << 16
@@ -89,28 +90,10 @@ _compile_noted = []
 
 
 def compile_note(settings, quiet):
-    """Say once per run that the kernels are compiling when Numba's cache for them is empty
-    or stale (a first run, or a run after an upgrade): it takes about a minute."""
+    """Say once per run that the kernels are compiling when no run of this code has compiled
+    them into this cache (a first run, or a run after an upgrade): it takes about a minute."""
     if quiet or _compile_noted:
         return
     if not kernels_cached(settings):
         _compile_noted.append(True)
         say("note: compiling kernels (about a minute, once)")
-
-
-def kernels_cached(settings):
-    """Whether Numba's cache holds the loop kernel these settings run, for this source.
-    Reads Numba's cache index (the same check Numba makes before loading it); where that
-    internal API is missing, says yes rather than print a wrong note."""
-    try:
-        from ..kernels import segment, step
-        from ..predictor import loop
-
-        kernels = []
-        if settings.mix is None or settings.mix.mamba:
-            kernels.append(segment.run_segments if settings.train.bptt > 1 else step.run_bytes)
-        if settings.mix is not None:
-            kernels.append(loop.run)
-        return all(kernel._cache._cache_file._load_index() for kernel in kernels)
-    except Exception:
-        return True

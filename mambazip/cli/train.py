@@ -7,7 +7,7 @@ import time
 
 import click
 
-from .. import limits, signals, trainer
+from .. import kernel_cache, limits, signals, trainer
 from ..config import OPTIMIZERS, preset_names, resolve_settings
 from ..errors import ConfigError, MambazipError
 from ..files import atomic_output, same_file
@@ -165,7 +165,8 @@ def _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path,
         run = trainer.Training.resume(resume_path, corpus, settings, between, memlimit)
     else:
         run = trainer.Training(corpus, settings, between or trainer.DEFAULT_BETWEEN)
-    compile_note(dataclasses.replace(settings, mix=None), quiet)
+    mamba = dataclasses.replace(settings, mix=None)  # the context side is not trained
+    compile_note(mamba, quiet)
     if not quiet:
         held = sum(doc.size for doc in corpus.heldout)
         say(f"{len(corpus.train)} training documents ({format_kb(run.train_bytes)} an epoch), "
@@ -187,6 +188,7 @@ def _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path,
             if result is not None:
                 line += f", held-out {result:.4f} bits/byte"
             say(line)
+    kernel_cache.mark(mamba)
     with atomic_output(out, force) as f:
         f.write(run.model().to_bytes())
     if not quiet:

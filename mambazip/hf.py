@@ -7,7 +7,8 @@ the embedding ``backbone.embedding`` (transformers: ``backbone.embeddings``) and
 own ``config.json`` (d_model, n_layer, ssm_cfg); everything else is named alike. Tensors of
 any float dtype become float32; vocabularies padded above 256 are cut to the 256 byte values.
 
-PyTorch files are read by ``torchbin`` without torch, plain tensors only.
+PyTorch files are read by ``torchbin`` without torch, plain tensors only; the model config
+is read from whichever description a checkpoint has by ``hf_config``.
 """
 
 import contextlib
@@ -21,12 +22,11 @@ import numpy as np
 
 from . import torchbin
 from .config import VOCAB, ModelConfig
-from .errors import CheckpointError, ConfigError, MemoryLimitError
+from .errors import CheckpointError, MemoryLimitError
+from .hf_config import EMBEDDING, MAMBA_SSM_EMBEDDING, brief, model_config
 from .limits import MAX_JSON_BYTES, Budget, loads_json
 from .params import tensor_table
 
-EMBEDDING = "backbone.embeddings.weight"
-MAMBA_SSM_EMBEDDING = "backbone.embedding.weight"
 VOCAB_TENSORS = (EMBEDDING, "lm_head.weight", "lm_head.bias")
 INDEX = "model.safetensors.index.json"
 _FLOAT_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}
@@ -248,11 +248,11 @@ def _entry(path, name, entry):
         raise _invalid(path, f"tensor {name}: expected dtype, shape and data_offsets")
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not isinstance(dtype, str) or dtype not in _ITEMSIZE:
-        raise _invalid(path, f"tensor {name}: unknown dtype {_short(dtype)}")
+        raise _invalid(path, f"tensor {name}: unknown dtype {brief(dtype)}")
     if not _ints(shape) or len(shape) > 16:
-        raise _invalid(path, f"tensor {name}: shape {_short(shape)} is not a list of sizes")
+        raise _invalid(path, f"tensor {name}: shape {brief(shape)} is not a list of sizes")
     if not _ints(offsets) or len(offsets) != 2 or offsets[0] > offsets[1]:
-        raise _invalid(path, f"tensor {name}: data_offsets {_short(offsets)} is no byte range")
+        raise _invalid(path, f"tensor {name}: data_offsets {brief(offsets)} is no byte range")
     begin, end = offsets
     if end - begin != math.prod(shape) * _ITEMSIZE[dtype]:
         raise _invalid(
@@ -267,11 +267,6 @@ def _ints(value):
     return isinstance(value, list) and all(
         isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
     )
-
-
-def _short(value):
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _to_float32(dtype, raw, shape):
@@ -310,7 +305,7 @@ def load_weights(path, memlimit=None, budget=None, config_from_metadata=None, pr
         known = None
         if config_from_metadata is not None and metadata:
             known = config_from_metadata(metadata)
-        cfg, vocab = _config(path, config, specs, known)
+        cfg, vocab = model_config(path, config, specs, known)
         wanted = _check_shapes(specs, cfg, vocab, prefixes)
         for source in sources:
             source.check([specs[n].name for n in wanted if specs[n].source is source])
@@ -398,7 +393,7 @@ def _folder_files(folder):
             raise CheckpointError(f"{index}: no weight_map")
         for name in weight_map.values():
             if not isinstance(name, str) or not name or os.path.basename(name) != name:
-                raise CheckpointError(f"{index}: bad shard name {_short(name)}")
+                raise CheckpointError(f"{index}: bad shard name {brief(name)}")
         names = sorted(set(weight_map.values()))
         for name in names:
             if not os.path.isfile(os.path.join(folder, name)):
@@ -431,50 +426,6 @@ def _rename_mamba_ssm(tensors):
     return tensors
 
 
-def _config(path, config, tensors, known=None):
-    """(ModelConfig, vocabulary rows of the embedding) from ``known`` when given, else from
-    config.json when there is one, else from the tensor shapes. ``tensors`` need only
-    ``shape``: nothing is read."""
-    if any(".mixer.dt_bias" in n or ".mlp." in n for n in tensors):
-        raise CheckpointError(f"{path}: not a Mamba-1 model (Mamba-2 or MLP layers)")
-    if EMBEDDING not in tensors:
-        raise CheckpointError(
-            f"{path}: missing tensor {EMBEDDING} (or {MAMBA_SSM_EMBEDDING}); "
-            "not a Mamba checkpoint?"
-        )
-    embedding = tuple(tensors[EMBEDDING].shape)
-    if len(embedding) != 2:
-        raise CheckpointError(
-            f"{path}: tensor {EMBEDDING} has shape {embedding}, expected (vocab, d_model)"
-        )
-    vocab, d_model = embedding
-    try:
-        if known is not None:
-            fields = {**dataclasses.asdict(known), "vocab": known.vocab}
-        elif config is None:
-            fields = _fields_from_shapes(path, tensors, d_model)
-        elif "d_model" in config and "n_layer" in config:
-            fields = _fields_from_mamba_ssm(config)
-        else:
-            fields = _fields_from_transformers(path, config)
-        declared = fields.pop("vocab", vocab)
-        if declared != vocab:
-            raise CheckpointError(
-                f"{path}: tensor {EMBEDDING} has shape {embedding}, expected "
-                f"({declared}, {d_model}) from the config"
-            )
-        if vocab < VOCAB:
-            raise CheckpointError(
-                f"{path}: vocabulary of {vocab} symbols is smaller than the {VOCAB} byte "
-                "values; only byte-level models can code bytes"
-            )
-        return ModelConfig(**fields), vocab
-    except KeyError as exc:
-        raise CheckpointError(f"{path}: unusable model config: no {exc} in config.json") from None
-    except (ConfigError, TypeError, ValueError, AttributeError) as exc:
-        raise CheckpointError(f"{path}: unusable model config: {exc}") from None
-
-
 def _cut_vocab(path, tensors, vocab, notices):
     if vocab > VOCAB:
         for name in VOCAB_TENSORS:
@@ -484,134 +435,6 @@ def _cut_vocab(path, tensors, vocab, notices):
             f"{path}: vocabulary of {vocab} symbols cut to the {VOCAB} byte values "
             "(the rest is taken as padding)"
         )
-
-
-# Ranges of the integers a config may hold; ModelConfig checks the model's own bounds after.
-_MAX_CONFIG_INT = 1 << 31
-
-
-def _int(c, key, default=None, low=1):
-    """``c[key]`` (or ``default`` when absent) as an integer in low..2^31, else ConfigError."""
-    value = c.get(key, default) if default is not None else c[key]
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(f"{key} must be an integer, got {_short(value)}")
-    if not low <= value <= _MAX_CONFIG_INT:
-        raise ConfigError(f"{key} must be an integer in {low}..{_MAX_CONFIG_INT}, got {value}")
-    return value
-
-
-def _bool(c, key, default):
-    value = c.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key} must be true or false, got {_short(value)}")
-    return value
-
-
-def _float(c, key, default):
-    value = c.get(key, default)
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise ConfigError(f"{key} must be a number, got {_short(value)}")
-    return float(value)
-
-
-def _str(c, key, default):
-    value = c.get(key, default)
-    if not isinstance(value, str):
-        raise ConfigError(f"{key} must be a string, got {_short(value)}")
-    return value
-
-
-def _rank(c, key, d_model):
-    """A dt rank: absent, null or "auto" gives ceil(d_model / 16), as Mamba does."""
-    if c.get(key) in (None, "auto"):
-        return -(-d_model // 16)
-    return _int(c, key)
-
-
-def _fields_from_transformers(path, c):
-    model_type = _str(c, "model_type", "mamba")
-    if model_type != "mamba":
-        raise CheckpointError(f"{path}: model_type {_short(model_type)} is not Mamba-1 ('mamba')")
-    hidden_act = _str(c, "hidden_act", "silu")
-    if hidden_act != "silu":
-        raise CheckpointError(f"{path}: hidden_act {_short(hidden_act)}: only silu is supported")
-    d_model = _int(c, "hidden_size")
-    if c.get("intermediate_size") is not None:
-        d_inner = _int(c, "intermediate_size")
-    else:
-        d_inner = _int(c, "expand", 2) * d_model
-    fields = {
-        "d_model": d_model,
-        "n_layer": _int(c, "num_hidden_layers"),
-        "d_inner": d_inner,
-        "dt_rank": _rank(c, "time_step_rank", d_model),
-        "d_state": _int(c, "state_size", 16),
-        "d_conv": _int(c, "conv_kernel", 4),
-        "norm_eps": _float(c, "layer_norm_epsilon", 1e-5),
-        "proj_bias": _bool(c, "use_bias", False),
-        "conv_bias": _bool(c, "use_conv_bias", True),
-        "tie_embeddings": _bool(c, "tie_word_embeddings", True),
-    }
-    if "vocab_size" in c:
-        fields["vocab"] = _int(c, "vocab_size")
-    return fields
-
-
-def _fields_from_mamba_ssm(c):
-    ssm = c.get("ssm_cfg")
-    ssm = {} if ssm is None else ssm
-    if not isinstance(ssm, dict):
-        raise ConfigError(f"ssm_cfg must be an object, got {_short(ssm)}")
-    if _str(ssm, "layer", "Mamba1") != "Mamba1" or _int(c, "d_intermediate", 0, low=0):
-        raise ConfigError("not a Mamba-1 model (Mamba-2 layers or MLPs)")
-    d_model = _int(c, "d_model")
-    fields = {
-        "d_model": d_model,
-        "n_layer": _int(c, "n_layer"),
-        "d_inner": _int(ssm, "expand", 2) * d_model,
-        "dt_rank": _rank(ssm, "dt_rank", d_model),
-        "d_state": _int(ssm, "d_state", 16),
-        "d_conv": _int(ssm, "d_conv", 4),
-        "norm_eps": _float(c, "norm_epsilon", 1e-5),
-        "proj_bias": _bool(ssm, "bias", False),
-        "conv_bias": _bool(ssm, "conv_bias", True),
-        "tie_embeddings": _bool(c, "tie_embeddings", True),
-    }
-    if "vocab_size" in c:
-        multiple = _int(c, "pad_vocab_size_multiple", 1)
-        fields["vocab"] = -(-_int(c, "vocab_size") // multiple) * multiple
-    return fields
-
-
-def _fields_from_shapes(path, tensors, d_model):
-    def shape(name, ndim):
-        if name not in tensors:
-            raise CheckpointError(f"{path}: missing tensor {name}")
-        value = tensors[name].shape
-        if len(value) != ndim:
-            raise CheckpointError(f"{path}: tensor {name} has shape {value}, expected {ndim} dims")
-        return value
-
-    mixer = "backbone.layers.0.mixer."
-    n_layer = 0
-    while f"backbone.layers.{n_layer}.norm.weight" in tensors:
-        n_layer += 1
-    d_inner, _, d_conv = shape(mixer + "conv1d.weight", 3)
-    _, d_state = shape(mixer + "A_log", 2)
-    _, dt_rank = shape(mixer + "dt_proj.weight", 2)
-    return {
-        "d_model": d_model,
-        "n_layer": n_layer,
-        "d_inner": d_inner,
-        "dt_rank": dt_rank,
-        "d_state": d_state,
-        "d_conv": d_conv,
-        "proj_bias": mixer + "in_proj.bias" in tensors,
-        "conv_bias": mixer + "conv1d.bias" in tensors,
-        "x_proj_bias": mixer + "x_proj.bias" in tensors,
-        "head_bias": "lm_head.bias" in tensors,
-        "tie_embeddings": "lm_head.weight" not in tensors,
-    }
 
 
 def expected_names(cfg):

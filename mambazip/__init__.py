@@ -13,10 +13,19 @@ cheap: the command line installs its signal handlers before NumPy and Numba load
 import importlib
 
 _LAZY = {
+    "Source": "codec",
     "Stats": "codec",
     "compress_stream": "codec",
+    "decode": "codec",
+    "decode_range": "codec",
     "decompress": "codec",
     "decompress_stream": "codec",
+    "encode": "codec",
+    "Execution": "plan",
+    "Layout": "plan",
+    "Limits": "plan",
+    "Plan": "plan",
+    "Start": "plan",
     "ModelConfig": "config",
     "Settings": "config",
     "TrainConfig": "config",
@@ -50,14 +59,10 @@ def compress(data, settings=None, *, preset="default"):
     text)."""
     import io
 
-    from .codec import compress as _compress
-    from .codec import compress_stream
-    from .config import resolve_settings
-    from .priors import for_settings
+    from . import plan
+    from .codec import encode
 
-    if settings is not None:
-        return _compress(bytes(data), settings)
-    settings = resolve_settings(preset)
+    start = plan.Start(settings) if settings is not None else plan.start(preset)
     out = io.BytesIO()
-    compress_stream(io.BytesIO(bytes(data)), out, settings, prior=for_settings(preset, settings))
+    encode(io.BytesIO(bytes(data)), out, plan.Plan(start))
     return out.getvalue()

@@ -19,6 +19,7 @@ from . import container
 from .coder import Decoder, Encoder
 from .errors import ChecksumError, FormatError
 from .kernels.step import FREQ_BITS
+from .observe import SILENT
 
 CHUNK = 4096  # bytes per compiled call when compressing: pdfs of a chunk are 4 MB
 
@@ -53,11 +54,11 @@ def read_up_to(f, n):
     return b"".join(parts)
 
 
-def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, progress=None,
-                  per_byte=None, trust=None):  # fmt: skip
+def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, observer=SILENT):
     """Code the blocks ``read_block()`` returns until it returns b"", each with a fresh range
-    coder, into ``out``; adds to ``stats`` and returns the CRC32 of the bytes read. Arguments
-    as for ``codec.compress_stream``."""
+    coder, into ``out``; adds to ``stats`` and returns the CRC32 of the bytes read.
+    ``stored_blocks`` as ``plan.Layout`` has it; ``observer`` (``observe.Observer``) hears of
+    each chunk."""
     crc = 0
     while block := read_block():
         data = np.frombuffer(block, dtype=np.uint8)
@@ -65,7 +66,7 @@ def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, pro
         for i in range(0, data.shape[0], CHUNK):
             chunk = data[i : i + CHUNK]
             shares = None
-            if trust is not None and predictor.context is not None:
+            if observer.trust and predictor.context is not None:
                 shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
             freqs, p = predictor.advance(chunk, trust=shares)
             if predictor.nibbles:
@@ -73,14 +74,11 @@ def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, pro
             else:
                 encoder.encode(chunk, freqs)
             byte_bits = -np.log2(p)
-            if per_byte is not None:
-                per_byte.append(byte_bits)
-            if shares is not None:
-                trust.append(shares)
+            if observer.per_byte:
+                observer.coded(byte_bits, shares)
             bits = float(byte_bits.sum())
             stats.ideal_bits += bits
-            if progress:
-                progress(chunk.shape[0], bits)
+            observer.progress(chunk.shape[0], bits)
         words = encoder.finish()
         if version >= 3 and stored_blocks is not False and 4 * words.shape[0] > len(block):
             container.write_stored_block(out, block)
@@ -99,7 +97,7 @@ def nibbles_of(data):
     return out
 
 
-def decode_blocks(blocks, dst, predictor, progress=None):
+def decode_blocks(blocks, dst, predictor, observer=SILENT):
     """Decode the (n_bytes, payload) of ``blocks`` (``container.read_blocks``) into ``dst``
     up to their end; returns (bytes decoded, their CRC32, declared length, declared CRC32)."""
     decoded = 0
@@ -112,10 +110,9 @@ def decode_blocks(blocks, dst, predictor, progress=None):
             block = payload
             for i in range(0, n_bytes, CHUNK):
                 predictor.advance(np.frombuffer(block, dtype=np.uint8)[i : i + CHUNK])
-                if progress:
-                    progress(min(CHUNK, n_bytes - i), 0.0)
+                observer.progress(min(CHUNK, n_bytes - i), 0.0)
         else:
-            block = _decode_block(predictor, payload, n_bytes, progress)
+            block = _decode_block(predictor, payload, n_bytes, observer)
         dst.write(block)
         crc = zlib.crc32(block, crc)
         decoded += n_bytes
@@ -129,7 +126,7 @@ def check_end(decoded, crc, length, expected_crc):
         raise ChecksumError("checksum mismatch: the decoded data is corrupt")
 
 
-def _decode_block(predictor, words, n_bytes, progress):
+def _decode_block(predictor, words, n_bytes, observer):
     """Decode one coded block. The range coder writes a word per 32 bits of information, so
     a block can hold at most 32 bits per word (plus the coder's 64-bit state) of code
     length: once the decoded bytes cost more than that, the words cannot be this block's,
@@ -141,7 +138,7 @@ def _decode_block(predictor, words, n_bytes, progress):
         raise FormatError("corrupt file: a block declares more bytes than its data can hold")
     decoder = Decoder(words)
     if predictor.nibbles:
-        return _decode_nibbles(predictor, decoder, n_bytes, budget, progress)
+        return _decode_nibbles(predictor, decoder, n_bytes, budget, observer)
     spent = 0.0
     out = np.empty(n_bytes, dtype=np.uint8)
     for i in range(n_bytes):
@@ -152,14 +149,14 @@ def _decode_block(predictor, words, n_bytes, progress):
             raise FormatError("corrupt file: a block decodes to more than its data can hold")
         out[i] = byte
         predictor.advance_byte(byte)
-        if progress and (i + 1) % CHUNK == 0:
-            progress(CHUNK, 0.0)
-    if progress and n_bytes % CHUNK:
-        progress(n_bytes % CHUNK, 0.0)
+        if (i + 1) % CHUNK == 0:
+            observer.progress(CHUNK, 0.0)
+    if n_bytes % CHUNK:
+        observer.progress(n_bytes % CHUNK, 0.0)
     return out.tobytes()
 
 
-def _decode_nibbles(predictor, decoder, n_bytes, budget, progress):
+def _decode_nibbles(predictor, decoder, n_bytes, budget, observer):
     """_decode_block's loop for format 5: per byte, the high nibble under ``freq``, then the
     low nibble under ``freq_low`` (two compiled calls: advance_nibble, advance_byte)."""
     spent = 0.0
@@ -176,8 +173,8 @@ def _decode_nibbles(predictor, decoder, n_bytes, budget, progress):
         byte = (high << 4) | low
         out[i] = byte
         predictor.advance_byte(byte)
-        if progress and (i + 1) % CHUNK == 0:
-            progress(CHUNK, 0.0)
-    if progress and n_bytes % CHUNK:
-        progress(n_bytes % CHUNK, 0.0)
+        if (i + 1) % CHUNK == 0:
+            observer.progress(CHUNK, 0.0)
+    if n_bytes % CHUNK:
+        observer.progress(n_bytes % CHUNK, 0.0)
     return out.tobytes()

@@ -24,7 +24,7 @@ import struct
 import numpy as np
 
 from . import hf
-from .config import ModelConfig, Settings, load_preset
+from .config import ModelConfig, Settings
 from .errors import CheckpointError, ConfigError
 from .files import atomic_output
 from .limits import loads_json
@@ -101,29 +101,6 @@ class Checkpoint:
             return OnlineLearner(settings, params, self.moments, self.step, self.learned,
                                  replay_chunk=replay_chunk)  # fmt: skip
         return OnlineLearner(settings, params, replay_chunk=replay_chunk)
-
-    def settings_for(self, resume, preset="default", train=None, seed=None, mix=None):
-        """Settings to train this model with: the shape is the checkpoint's; training and
-        mixing settings are the checkpoint's own when resuming one of ours, else the
-        preset's; ``train`` (explicit options, None values ignored), ``seed`` and ``mix``
-        (one of config.MIX_MODES) override."""
-        if resume and self.settings is not None:
-            saved = self.settings.to_dict()
-            base, base_seed, base_mix = saved["train"], self.settings.seed, saved.get("mix")
-        else:
-            data = load_preset(preset)
-            base, base_seed, base_mix = data.get("train", {}), data.get("seed", 0), data.get("mix")
-        if mix is not None:
-            base_mix = None if mix == "none" else {**(base_mix or {}), "mamba": mix == "full"}
-        overrides = {k: v for k, v in (train or {}).items() if v is not None}
-        data = {
-            "model": dataclasses.asdict(self.config),
-            "train": {**base, **overrides},
-            "seed": base_seed if seed is None else seed,
-        }
-        if base_mix is not None:
-            data["mix"] = base_mix
-        return Settings.from_dict(data)
 
 
 def _json(value):

@@ -25,6 +25,7 @@ from .blocks import Stats, check_end, decode_blocks, encode_blocks, read_up_to
 from .config import Settings
 from .errors import ChecksumError, FormatError
 from .limits import DEFAULT_MEMLIMIT
+from .observe import SILENT
 from .predict import Predictor, memory_bytes
 
 DEFAULT_FRAME = 4 << 20
@@ -41,6 +42,18 @@ class FrameJob:
     resume: bool = False
     replay_chunk: int = None
     version: int = container.VERSION  # of the stream: from 5, mixing codes nibbles
+    stored_blocks: bool = True  # as plan.Layout has it; a framed stream stores blocks
+
+    @classmethod
+    def of(cls, plan, version, frame_size):
+        """The job of a stream of format ``version`` under ``plan``, its start resolved
+        (``plan.Start``): frames of ``frame_size`` bytes (0: one of any length), which store
+        the blocks they cannot gain on, or with ``frame_size`` None the one unframed stream
+        of versions 1 to 3, which stores them as ``plan.layout`` says."""
+        start, layout = plan.start, plan.layout
+        stored = True if frame_size is not None else layout.stored_blocks
+        return cls(start.settings, layout.block_size, frame_size or 0, start.model, start.resume,
+                   plan.limits.replay_chunk, version, stored)  # fmt: skip
 
     @property
     def frame_buffer_bytes(self):
@@ -51,14 +64,15 @@ class FrameJob:
         return Predictor(self.settings, self.model, self.resume, self.replay_chunk,
                          self.version >= container.NIBBLES)  # fmt: skip
 
-    def encode_stream(self, read_block, out, stats, progress=None, per_byte=None, trust=None):
-        """Code one frame from the blocks ``read_block()`` returns (b"": the frame ends)
-        into ``out``; returns (CRC32 of the frame's original, its predictor). ``per_byte``,
-        ``trust``: as for ``codec.compress_stream``."""
+    def encode_stream(self, read_block, out, stats, observer=None):
+        """Code one frame, or an unframed stream, from the blocks ``read_block()`` returns
+        (b"": the frame ends) into ``out``; returns (CRC32 of the frame's original, its
+        predictor). ``observer``: an ``observe.Observer`` (None: nobody watches)."""
+        observer = observer or SILENT
         predictor = self.predictor()
         before = stats.original_bytes
-        crc = encode_blocks(read_block, out, predictor, self.version, True, stats, progress,
-                            per_byte, trust)  # fmt: skip
+        crc = encode_blocks(read_block, out, predictor, self.version, self.stored_blocks, stats,
+                            observer)  # fmt: skip
         container.write_end(out, stats.original_bytes - before, crc)
         return crc, predictor
 
@@ -69,10 +83,13 @@ class FrameJob:
         self.encode_stream(lambda: src.read(self.block_size), out, stats)
         return out.getvalue(), stats.ideal_bits
 
-    def decode_stream(self, blocks, dst, progress=None):
-        """Decode one frame's ``blocks`` into ``dst``; returns (length, CRC32, predictor)."""
-        predictor = self.predictor()
-        decoded, crc, length, expected_crc = decode_blocks(blocks, dst, predictor, progress)
+    def decode_stream(self, blocks, dst, observer=None):
+        """Decode one frame's ``blocks``, or an unframed stream's, into ``dst``; returns
+        (length, CRC32, predictor: None for a stream without settings, which codes none).
+        ``observer`` as for ``encode_stream``."""
+        observer = observer or SILENT
+        predictor = self.predictor() if self.settings is not None else None
+        decoded, crc, length, expected_crc = decode_blocks(blocks, dst, predictor, observer)
         check_end(decoded, crc, length, expected_crc)
         return decoded, crc, predictor
 
@@ -104,6 +121,12 @@ def plan_jobs(job, jobs, memlimit=None, size=None):
         return 1
     per_job = memory_bytes(job.settings, job.replay_chunk) + 3 * job.frame_buffer_bytes
     return max(1, min(jobs, limit // per_job))
+
+
+def _slots(job, plan, size):
+    """(jobs, scheduler, memlimit) for coding ``size`` bytes of frames (None: unknown)."""
+    memlimit = plan.limits.memlimit
+    return plan_jobs(job, plan.execution.jobs, memlimit, size), plan.execution.scheduler, memlimit
 
 
 def _executor(job, jobs, scheduler):
@@ -187,25 +210,23 @@ class _Reader:
         return self._take(self.frame_size)
 
 
-def compress_frames(src, out, job, first, jobs, scheduler, stats, progress=None,
-                    memlimit=None, per_byte=None, trust=None):  # fmt: skip
-    """Code the frames of ``first`` (bytes already read) and the rest of ``src`` into
-    ``out`` (after the header), then the index; adds to ``stats``. Returns the predictor
-    the last frame ended in when the frames were coded here (None from workers).
-    ``per_byte``, ``trust``: as for ``codec.compress_stream``, only for frames coded here."""
-    frame_size = job.frame_size
-    reader = _Reader(src, first, frame_size, job.block_size)
+def compress_frames(source, out, job, first, stats, plan, observer=SILENT):
+    """Code the frames of ``first`` (bytes already read) and the rest of ``source`` (a
+    ``codec.Source``) into ``out`` (after the header), then the index; adds to ``stats``.
+    Returns the predictor the last frame ended in when the frames were coded here (None
+    from workers). Per-byte observers need the frames coded here."""
+    frame_size, (jobs, scheduler, memlimit) = job.frame_size, _slots(job, plan, source.size)
+    reader = _Reader(source.file, first, frame_size, job.block_size)
     entries = []
     predictor = None
     if _here(frame_size, jobs, scheduler):
         while reader.next_frame():
             start, before = out.count, stats.original_bytes
-            crc, predictor = job.encode_stream(reader.block, out, stats, progress, per_byte,
-                                                 trust)  # fmt: skip
+            crc, predictor = job.encode_stream(reader.block, out, stats, observer)
             entries.append((out.count - start, stats.original_bytes - before, crc))
     else:
-        if per_byte is not None or trust is not None:
-            raise ValueError("per_byte and trust need the frames coded in this process")
+        if observer.per_byte:
+            raise ValueError("a per-byte observer needs the frames coded in this process")
 
         def frames():
             while data := reader.frame():
@@ -218,8 +239,7 @@ def compress_frames(src, out, job, first, jobs, scheduler, stats, progress=None,
             stats.original_bytes += n
             stats.ideal_bits += bits
             entries.append((len(packed), n, crc))
-            if progress:
-                progress(n, bits)
+            observer.progress(n, bits)
 
         _in_order(job, jobs, scheduler, frames(), write, memlimit)
     container.write_index(out, entries, stats.original_bytes, reader.crc)
@@ -251,12 +271,12 @@ class _Checked:
         self.f.write(data)
 
 
-def decompress_frames(src, dst, header, job, jobs, scheduler, stats, progress=None,
-                      memlimit=None):  # fmt: skip
-    """Decode the frames of a version-4 or 5 stream from ``src`` (a ``codec._Counting`` after the
-    header) into ``dst``, then check them against the index; adds to ``stats``. Returns the
-    predictor the last frame ended in when the frames were decoded here."""
+def decompress_frames(src, dst, header, job, stats, plan, observer=SILENT):
+    """Decode the frames of a version-4 or 5 stream from ``src`` (a ``codec._Counting`` after
+    the header) into ``dst``, then check them against the index; adds to ``stats``. Returns
+    the predictor the last frame ended in when the frames were decoded here."""
     frame_size, version = header["frame_size"], header["version"]
+    jobs, scheduler, memlimit = _slots(job, plan, header["size"])
     packed_start = src.count
     out = _Checked(dst)
     entries = []
@@ -274,7 +294,7 @@ def decompress_frames(src, dst, header, job, jobs, scheduler, stats, progress=No
             start = src.count
             blocks = container.frame_blocks(src, header)
             n, crc, predictor = _in_frame(len(entries), frame_size, job.decode_stream,
-                                          blocks, out, progress)  # fmt: skip
+                                          blocks, out, observer)  # fmt: skip
             entries.append((src.count - start, n, crc))
         src.read(len(_MARK))
     else:
@@ -293,8 +313,7 @@ def decompress_frames(src, dst, header, job, jobs, scheduler, stats, progress=No
             full_before(len(entries))
             out.write(data)
             entries.append((packed_size, len(data), zlib.crc32(data)))
-            if progress:
-                progress(len(data), 0.0)
+            observer.progress(len(data), 0.0)
 
         _in_order(job, jobs, scheduler, frames(), write, memlimit)
     index = container.read_index(src, len(entries), packed_start, frame_size)
@@ -322,20 +341,21 @@ class Slice:
             self.f.write(data[low:high])
 
 
-def decode_range(f, dst, header, index, start, end, job, jobs, scheduler, progress=None,
-                 memlimit=None):  # fmt: skip
-    """Write the original's bytes [start, end) to ``dst``, decoding only the frames that hold
-    them (``index``: ``container.index_from_end(f)``); returns how many that was."""
+def decode_range(f, dst, header, index, span, job, plan, observer=SILENT):
+    """Write the original's bytes [start, end) of ``span`` to ``dst``, decoding only the
+    frames that hold them (``index``: ``container.index_from_end(f)``); returns how many
+    that was."""
     frame_size, version = header["frame_size"], header["version"]
+    start, end = span
     wanted = index.overlapping(start, end)
+    jobs, scheduler, memlimit = _slots(job, plan, len(wanted) * frame_size)
     numbers = {fr: i for i, fr in enumerate(index.frames)}
 
     def check(fr, size, crc):
         if (size, crc) != (fr.size, fr.crc):
             raise FormatError(f"corrupt index: {_where(numbers[fr], frame_size)} does not "
                               f"match it")  # fmt: skip
-        if progress:
-            progress(fr.size, 0.0)
+        observer.progress(fr.size, 0.0)
 
     if _here(frame_size, jobs, scheduler):
         for fr in wanted:

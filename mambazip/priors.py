@@ -13,7 +13,7 @@ from importlib import resources
 import numpy as np
 
 from . import checkpoint
-from .config import load_preset, models_dir, resolve_settings
+from .config import load_preset, models_dir
 from .errors import CheckpointError
 
 FOLDER = "priors"
@@ -55,17 +55,6 @@ def load(sha, memlimit=None):
                 f"it is named by: the file is altered or damaged; reinstall mambazip"
             )
     return model
-
-
-def for_settings(preset, settings, memlimit=None):
-    """The prior to start ``settings`` from: the preset's, when the settings run the Mamba
-    in the preset's own shape (a prior belongs to its shape); else None."""
-    sha = preset_prior(preset)
-    if sha is None or (settings.mix is not None and not settings.mix.mamba):
-        return None
-    if settings.model != resolve_settings(preset).model:
-        return None
-    return load(sha, memlimit)
 
 
 # Control bytes (all below 32 but tab, newline, form feed and carriage return; and 127)

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import mambazip
-from mambazip import priors
+from mambazip import plan, priors
 from mambazip.codec import compress_stream
 from mambazip.container import DEFAULT_BLOCK, VERSION, format_version
 from mambazip.predictor import SMALL
@@ -199,7 +199,7 @@ def compress_case(data, settings, options):
     if not options:
         return mambazip.compress(data, settings)
     out = io.BytesIO()
-    prior = priors.for_settings(options["prior"], settings) if "prior" in options else None
+    prior = plan.prior_for(options["prior"], settings) if "prior" in options else None
     compress_stream(io.BytesIO(data), out, settings, options.get("block_size", DEFAULT_BLOCK),
                     stored_blocks=True, frame_size=options.get("frame_size"), prior=prior,
                     **options.get("extras", {}))  # fmt: skip

@@ -12,7 +12,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import mambazip
-from mambazip import checkpoint, codec
+from mambazip import checkpoint, codec, plan
 from mambazip.model import OnlineLearner
 from mambazip.params import Params
 
@@ -161,7 +161,7 @@ def test_a_saved_checkpoint_loads_back_bit_identically(tmp_path, tiny_settings, 
 def test_saved_weights_carry_the_names_and_shapes_transformers_expects(tmp_path, fixture):
     theirs = load_file(FIXTURES / fixture / "model.safetensors")
     model = checkpoint.load(str(FIXTURES / fixture))
-    settings = model.settings_for(resume=False)
+    settings = plan.settings_for(model, resume=False)
     checkpoint.save(tmp_path / "x.st", learn(model.learner(settings, resume=False), b"abc"))
     ours = load_file(tmp_path / "x.st")
     weights = {k: v.shape for k, v in ours.items() if not k.startswith(MOMENTS)}

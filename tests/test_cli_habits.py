@@ -399,8 +399,7 @@ def test_running_out_of_memory_is_one_line_and_leaves_nothing(run_cli, sample_fi
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 419. MiB for an array with shape (110000000,)")
 
-    monkeypatch.setattr(mambazip.codec, "Predictor", no_memory)
-    monkeypatch.setattr(frames, "Predictor", no_memory)  # a frame's predictor
+    monkeypatch.setattr(frames, "Predictor", no_memory)  # every stream's and frame's predictor
     before = sorted(p.name for p in sample_file.parent.iterdir())
     line = run_cli("compress", *TINY_FLAGS, sample_file).error_line(1)
     assert "out of memory" in line and "419. MiB" in line

@@ -21,7 +21,7 @@ import pytest
 from conftest import TINY_MODEL
 
 import mambazip
-from mambazip import checkpoint, codec, config, container, priors
+from mambazip import checkpoint, codec, config, container, plan, priors
 from mambazip.config import resolve_settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -146,7 +146,7 @@ def test_an_altered_prior_is_one_clear_line(run_cli, models):
 
 def test_frames_each_start_from_the_prior(models):
     settings = resolve_settings("tiny", mix="none")
-    prior = priors.for_settings("tiny", settings)
+    prior = plan.prior_for("tiny", settings)
     out = io.BytesIO()
     stats = codec.compress_stream(io.BytesIO(TEXT), out, settings, model=prior, frame_size=600)
     assert stats.frames == 3

@@ -5,6 +5,8 @@ import os
 import click
 
 from .. import codec, container, frames
+from ..observe import Report
+from ..plan import Execution, Layout, Limits, Plan
 from .common import EXIT_HELP, say
 from .options import (
     io_options,
@@ -19,7 +21,7 @@ from .options import (
 )
 from .policy import each_input
 from .progress import compile_note, progress_bar
-from .start import check_mamba, check_save, load_start, prior_and_settings, write_model
+from .start import check_mamba, check_save, load_start, resolve_start, write_model
 
 
 @click.command(epilog=EXIT_HELP)
@@ -49,12 +51,11 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
     """Compress FILES (- or none: stdin) to FILE.mz. The input's name and modification time
     are stored (see -n). Inputs that already end in .mz are skipped with a note unless -f
     or -o names the output."""
-    start, resume = load_start(model_path, resume_path, quiet, memlimit)
+    given = load_start(model_path, resume_path, quiet, memlimit)
     scheduler = scheduler_of(scheduler, scheduler_timeout)
-    prior_model, settings = prior_and_settings(preset, seed, prior, opts, start, resume,
-                                                memlimit)  # fmt: skip
+    start = resolve_start(preset, seed, prior, opts, given, memlimit)
     check_save(save_model, files, force, output=output)
-    check_mamba(save_model, settings)
+    check_mamba(save_model, start.settings)
     if save_model is not None and frame_size:
         raise click.UsageError(
             "--save-model saves the model the input ends in, and each frame ends in its own: "
@@ -62,19 +63,18 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
         )
     if frame_size is None:
         frame_size = 0 if save_model is not None else frames.DEFAULT_FRAME
+    plan = Plan(start, Limits(memlimit, replay_chunk),
+                Execution(frame_size, jobs_or_cores(jobs), scheduler),
+                Layout(stored_blocks=True))  # fmt: skip
 
     def run(src, dst, job):
-        compile_note(settings, quiet)
+        compile_note(start.settings, quiet)
         name = mtime = None
         if not job.stdin and not no_name:
             name, mtime = _storable_name(os.path.basename(job.path)), int(job.src_stat.st_mtime)
         with progress_bar(job.size, job.name, quiet, verbose) as progress:
-            stats = codec.compress_stream(src, dst, settings, progress=progress, model=start,
-                                          prior=prior_model, resume=resume,
-                                          replay_chunk=replay_chunk, name=name, mtime=mtime,
-                                          size=job.size, memlimit=memlimit, stored_blocks=True,
-                                          frame_size=frame_size, jobs=jobs_or_cores(jobs),
-                                          scheduler=scheduler)  # fmt: skip
+            source = codec.Source(src, name, mtime, job.size)
+            stats = codec.encode(source, dst, plan, Report(progress))
         return write_model(save_model, stats, force)
 
     def after(job, stats, target):

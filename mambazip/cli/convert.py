@@ -4,7 +4,7 @@ import dataclasses
 
 import click
 
-from .. import checkpoint
+from .. import checkpoint, plan
 from ..errors import MambazipError
 from ..files import same_file
 from .common import EXIT_HELP, describe, format_fields, say
@@ -24,10 +24,10 @@ def convert(src, dst, force, memlimit, quiet, verbose):
     .safetensors file (F32/F16/BF16, sharded or not), or a checkpoint of ours."""
     if src == dst or same_file(src, dst):
         raise click.ClickException(f"{dst}: DST is SRC; nothing written")
-    start, _ = load_start(src, None, quiet, memlimit)
+    start = load_start(src, None, quiet, memlimit).model
     if start.settings is None:
         # Models from elsewhere carry no training settings: record the default preset's.
-        start.settings = start.settings_for(resume=False)
+        start.settings = plan.settings_for(start, resume=False)
     try:
         checkpoint.write(dst, start, force)
     except (MambazipError, OSError, MemoryError) as exc:

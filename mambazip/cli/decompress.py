@@ -8,6 +8,8 @@ import click
 
 from .. import codec, container
 from ..errors import MambazipError
+from ..observe import Report
+from ..plan import Execution, Limits, Plan
 from .common import EXIT_HELP, say
 from .options import (
     io_options,
@@ -55,7 +57,7 @@ def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, q
     the modification time stored in the file (see -n). Concatenated .mz files decode as one
     output. A file compressed from a starting model needs the same model, given with the
     same option."""
-    start, resume = load_start(model_path, resume_path, quiet, memlimit)
+    given = load_start(model_path, resume_path, quiet, memlimit)
     scheduler = scheduler_of(scheduler, scheduler_timeout)
     check_save(save_model, files, force, output=output)
     if byte_range is not None:
@@ -69,6 +71,7 @@ def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, q
         to_stdout = to_stdout or output is None
     # The model a file ends in is that of its one frame, decoded in this process.
     jobs = 1 if save_model is not None else jobs_or_cores(jobs)
+    plan = Plan(given, Limits(memlimit, replay_chunk), Execution(jobs=jobs, scheduler=scheduler))
 
     def run(src, dst, job):
         with progress_bar(None, job.name, quiet, verbose) as progress:
@@ -78,18 +81,13 @@ def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, q
                     compile_note(header["settings"], quiet)
                 progress.set_total(header["size"])
 
+            observer = Report(progress, on_header=on_header)
             if byte_range is not None:
                 if not _seekable(src):
                     raise MambazipError("--range needs a file it can seek in, not a pipe")
-                stats = codec.decompress_range(src, dst, *byte_range, progress=progress,
-                                               model=start, resume=resume,
-                                               replay_chunk=replay_chunk, memlimit=memlimit,
-                                               jobs=jobs, scheduler=scheduler)  # fmt: skip
+                stats = codec.decode_range(src, dst, byte_range, plan, observer)
             else:
-                stats = codec.decompress_stream(src, dst, progress=progress, model=start,
-                                                resume=resume, replay_chunk=replay_chunk,
-                                                memlimit=memlimit, on_header=on_header,
-                                                jobs=jobs, scheduler=scheduler)  # fmt: skip
+                stats = codec.decode(src, dst, plan, observer)
         if save_model is not None and stats.frames > 1:
             raise MambazipError(
                 f"--save-model: this file has {stats.frames} frames, each ending in its own "

@@ -11,6 +11,8 @@ import click
 
 from .. import codec, container, priors, signals
 from ..errors import MambazipError
+from ..observe import Report
+from ..plan import Limits, Plan
 from .common import EXIT_HELP, Discard, describe, format_fields, say
 from .options import memlimit_option, start_options
 from .policy import refuse_terminal_stdin
@@ -29,12 +31,12 @@ def info(files, test, model_path, resume_path, memlimit, quiet):
     """Show the header of .mz FILES (- or none: stdin): sizes, bits/byte, stored name and
     mtime, model and training settings. --model / --resume: the starting model that --test
     needs for a file compressed from one."""
-    start, resume = load_start(model_path, resume_path, quiet, memlimit)
+    plan = Plan(load_start(model_path, resume_path, quiet, memlimit), Limits(memlimit))
     failed = False
     for path in files or ("-",):
         try:
             signals.check()
-            failed |= not _info_one(path, test, start, resume, quiet, memlimit)
+            failed |= not _info_one(path, test, plan, quiet)
         except BrokenPipeError:  # the reader went away (| head): not this file's fault
             raise
         except (MambazipError, OSError, MemoryError) as exc:
@@ -43,7 +45,7 @@ def info(files, test, model_path, resume_path, memlimit, quiet):
     sys.exit(1 if failed else 0)
 
 
-def _info_one(path, test, start, resume, quiet, memlimit):
+def _info_one(path, test, plan, quiet):
     """Print the info of one file; False if its --test failed."""
     name = "stdin" if path == "-" else path
     with contextlib.ExitStack() as stack:
@@ -64,8 +66,7 @@ def _info_one(path, test, start, resume, quiet, memlimit):
             if header["settings"] is not None:
                 compile_note(header["settings"], quiet)
             with progress_bar(length, os.path.basename(name), quiet) as progress:
-                codec.decompress_stream(f, Discard(), progress=progress, model=start,
-                                        resume=resume, memlimit=memlimit)  # fmt: skip
+                codec.decode(f, Discard(), plan, Report(progress))
         except MambazipError as exc:
             click.echo(f"  test             failed: {exc}")
             say(describe(name, exc))

@@ -12,10 +12,12 @@ import numpy as np
 from .. import codec, report, signals
 from ..errors import MambazipError
 from ..files import atomic_output
+from ..observe import Report
+from ..plan import Layout, Limits, Plan
 from .common import EXIT_HELP, KB, Discard, describe, say
 from .options import memlimit_option, save_option, train_options
 from .progress import compile_note, progress_bar
-from .start import check_mamba, check_save, load_start, prior_and_settings, write_model
+from .start import check_mamba, check_save, load_start, resolve_start, write_model
 
 
 @click.command(epilog=EXIT_HELP)
@@ -44,23 +46,22 @@ def score(files, preset, seed, prior, model_path, resume_path, as_json, per_byte
     them, writing no compressed file. bits_per_byte is the ideal code length, the sum of
     -log2 p over every byte (the first predicted after the priming byte 0); coded_bytes is
     what compress would write, header included. --optimizer none: inference only."""
-    start, resume = load_start(model_path, resume_path, quiet, memlimit)
-    prior_model, settings = prior_and_settings(preset, seed, prior, opts, start, resume,
-                                                memlimit)  # fmt: skip
+    given = load_start(model_path, resume_path, quiet, memlimit)
+    start = resolve_start(preset, seed, prior, opts, given, memlimit)
     check_save(save_model, files, force)
-    check_mamba(save_model, settings)
+    check_mamba(save_model, start.settings)
     check_save(per_byte, files, force, "--per-byte")
     check_save(html_path, files, force, "--html")
     outputs = [p for p in (save_model, per_byte, html_path) if p is not None]
     if len({os.path.abspath(p) for p in outputs}) < len(outputs):
         raise click.UsageError("--per-byte, --html and --save-model must name different files")
+    plan = Plan(start, Limits(memlimit), layout=Layout(stored_blocks=True))
     failed = False
     for path in files:
         bits, trust, head = [], [] if html_path else None, []
         try:
             signals.check()
-            stats = _score_one(path, settings, start, prior_model, resume, quiet, bits, memlimit,
-                               trust, head)  # fmt: skip
+            stats = _score_one(path, plan, quiet, bits, trust, head)
             if per_byte is not None:
                 with atomic_output(per_byte, force) as f:
                     np.save(f, np.concatenate([np.zeros(0), *bits]))
@@ -76,20 +77,18 @@ def score(files, preset, seed, prior, model_path, resume_path, as_json, per_byte
         sys.exit(1)
 
 
-def _score_one(path, settings, start, prior, resume, quiet, bits, memlimit, trust=None,
-               head=None):  # fmt: skip
-    """compress_stream into nothing; ``head`` receives the first report.SHOWN bytes read."""
+def _score_one(path, plan, quiet, bits, trust, head):
+    """Compress into nothing, the per-byte analysis an observer: ``bits`` and ``trust``
+    receive each chunk's code lengths and trust shares (``observe.Report``), ``head`` the
+    first report.SHOWN bytes read."""
     name = "stdin" if path == "-" else os.path.basename(path)
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
         size = None if path == "-" else os.fstat(src.fileno()).st_size
-        compile_note(settings, quiet)
+        compile_note(plan.start.settings, quiet)
         with progress_bar(size, name, quiet) as progress:
-            return codec.compress_stream(_Head(src, head, report.SHOWN), Discard(), settings,
-                                         progress=progress, model=start, prior=prior,
-                                         resume=resume, per_byte=bits, memlimit=memlimit,
-                                         trust=trust,
-                                         stored_blocks=True)  # fmt: skip
+            analysis = Report(progress, per_byte=bits, trust=trust)
+            return codec.encode(_Head(src, head, report.SHOWN), Discard(), plan, analysis)
 
 
 class _Head:

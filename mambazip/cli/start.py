@@ -5,64 +5,37 @@ import os
 
 import click
 
-from .. import checkpoint, priors
-from ..config import resolve_settings
+from .. import checkpoint, plan
 from ..errors import ConfigError, MambazipError
 from ..files import same_file
 from .common import say
-from .options import MODEL_KEYS
 
 
 def load_start(model_path, resume_path, quiet, memlimit=None):
-    """(checkpoint or None, resume) from --model / --resume."""
+    """The ``plan.Start`` of --model / --resume (no model: an empty one), its notes said."""
     if model_path and resume_path:
         raise click.UsageError("--model and --resume exclude each other")
-    path = model_path or resume_path
-    if path is None:
-        return None, False
     try:
-        start = checkpoint.load(path, memlimit=memlimit)
+        given = plan.from_checkpoint(model_path, resume_path, memlimit)
     except MambazipError as exc:
         raise click.ClickException(str(exc)) from None
-    notices = list(start.notices)
-    if resume_path and start.moments is None:
-        notices.append(f"{path}: no Adam moments in this checkpoint; they start from zero")
     if not quiet:
-        for notice in notices:
+        for notice in given.notices:
             say(f"note: {notice}")
-    return start, bool(resume_path)
+    return given
 
 
-def prior_and_settings(preset, seed, prior, opts, start, resume, memlimit):
-    """The preset's prior (None without one, with --prior none, or when --model or --resume
-    gave the start) and the settings (``_settings``)."""
-    settings = _settings(preset, seed, opts, start, resume)
-    if start is not None or prior != "preset":
-        return None, settings
-    try:
-        return priors.for_settings(preset, settings, memlimit), settings
-    except MambazipError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def _settings(preset, seed, opts, start, resume):
-    """Settings from the preset and options, or for a starting checkpoint, whose shape wins
-    over the preset and must not be contradicted by explicit shape options."""
-    shape = {k: opts.pop(k) for k in MODEL_KEYS}
+def resolve_start(preset, seed, prior, opts, given, memlimit):
+    """The run's ``plan.Start`` (``plan.start``): the settings from the preset and ``opts``
+    (the shape, training and --mix options), from the ``given`` model, or else the
+    preset's prior unless --prior none."""
     mix = opts.pop("mix")
     try:
-        if start is None:
-            return resolve_settings(preset, model=shape, train=opts, seed=seed, mix=mix)
-        for key, value in shape.items():
-            have = getattr(start.config, key)
-            if value is not None and value != have:
-                flag = "--" + key.replace("_", "-")
-                raise click.UsageError(f"{flag} {value} contradicts the model's {key} {have}")
-        if mix == "cm":
-            raise click.UsageError("--mix cm leaves out the Mamba that --model/--resume start")
-        return start.settings_for(resume, preset, train=opts, seed=seed, mix=mix)
+        return plan.start(preset, opts, seed, mix, given, prior == "preset", memlimit)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+    except MambazipError as exc:  # the prior: missing or altered
+        raise click.ClickException(str(exc)) from None
 
 
 def check_save(path, files, force, option="--save-model", output=None):

@@ -7,8 +7,8 @@ import time
 
 import click
 
-from .. import kernel_cache, limits, signals, trainer
-from ..config import OPTIMIZERS, preset_names, resolve_settings
+from .. import kernel_cache, limits, plan, signals, trainer
+from ..config import OPTIMIZERS, preset_names
 from ..errors import ConfigError, MambazipError
 from ..files import atomic_output, same_file
 from .common import EXIT_HELP, KB, describe, format_kb, say
@@ -128,7 +128,7 @@ def train(inputs, preset, out, epochs, resume_path, holdout, between, checkpoint
     save it for compress --model OUT. The context models are not trained (they start empty
     in every file). A trainer checkpoint is written as it goes, for --resume."""
     try:
-        settings = resolve_settings(preset, train=opts, seed=seed)
+        settings = plan.start(preset, opts, seed, prior=False).settings
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     checkpoint_path = checkpoint_path or out + RESUME_SUFFIX

@@ -54,11 +54,14 @@ def read_up_to(f, n):
     return b"".join(parts)
 
 
-def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, observer=SILENT):
-    """Code the blocks ``read_block()`` returns until it returns b"", each with a fresh range
-    coder, into ``out``; adds to ``stats`` and returns the CRC32 of the bytes read.
-    ``stored_blocks`` as ``plan.Layout`` has it; ``observer`` (``observe.Observer``) hears of
-    each chunk."""
+def encode_stream(job, read_block, out, stats, observer=SILENT):
+    """Code one frame, or an unframed stream, of ``job`` (a ``frames.FrameJob``: its
+    predictor, format version and whether blocks may be stored) from the blocks
+    ``read_block()`` returns until it returns b"", each with a fresh range coder, into
+    ``out``, then its end (length and CRC32); adds to ``stats``; returns (the CRC32, the
+    predictor). ``observer`` (``observe.Observer``) hears of each chunk."""
+    predictor = job.predictor()
+    version, stored_blocks, before = job.version, job.stored_blocks, stats.original_bytes
     crc = 0
     while block := read_block():
         data = np.frombuffer(block, dtype=np.uint8)
@@ -86,7 +89,8 @@ def encode_blocks(read_block, out, predictor, version, stored_blocks, stats, obs
             container.write_block(out, data.shape[0], words)
         crc = zlib.crc32(block, crc)
         stats.original_bytes += data.shape[0]
-    return crc
+    container.write_end(out, stats.original_bytes - before, crc)
+    return crc, predictor
 
 
 def nibbles_of(data):

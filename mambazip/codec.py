@@ -14,7 +14,7 @@ import math
 import time
 
 from . import container, frames, kernel_cache
-from .blocks import CHUNK, Stats, read_up_to
+from .blocks import CHUNK, Stats, encode_stream, read_up_to
 from .errors import ConfigError, RangeError
 from .limits import check_memory
 from .observe import SILENT, Report
@@ -99,8 +99,8 @@ def encode(source, destination, plan, observer=SILENT):
     else:
         job = frames.FrameJob.of(plan, version, None)
         pending = [block]
-        _, predictor = job.encode_stream(
-            lambda: pending.pop() if pending else read_up_to(source.file, layout.block_size),
+        _, predictor = encode_stream(
+            job, lambda: pending.pop() if pending else read_up_to(source.file, layout.block_size),
             out, stats, observer)  # fmt: skip
     if predictor is not None and (not framed or stats.frames == 1):
         predictor.finish()

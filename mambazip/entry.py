@@ -20,7 +20,7 @@ def _say(message):
 
 
 def run(args=None, prog_name="mambazip", command=None):
-    """Run the command line on ``args`` (default: ``sys.argv[1:]``) and exit.
+    """``mambazip``: run the command line on ``args`` (default: ``sys.argv[1:]``) and exit.
     ``command``: run this subcommand directly, as ``unmz`` runs ``decompress``."""
     previous = install()
     try:
@@ -37,9 +37,7 @@ def run(args=None, prog_name="mambazip", command=None):
     sys.exit(code)
 
 
-def main():
-    """``mambazip``."""
-    run()
+main = run  # ``mambazip`` and ``python -m mambazip``: the command line of sys.argv
 
 
 def unmz():

@@ -21,7 +21,7 @@ import itertools
 import zlib
 
 from . import container, workers
-from .blocks import Stats, check_end, decode_blocks, encode_blocks, read_up_to
+from .blocks import Stats, check_end, decode_blocks, encode_stream, read_up_to
 from .config import Settings
 from .errors import ChecksumError, FormatError
 from .limits import DEFAULT_MEMLIMIT
@@ -64,29 +64,17 @@ class FrameJob:
         return Predictor(self.settings, self.model, self.resume, self.replay_chunk,
                          self.version >= container.NIBBLES)  # fmt: skip
 
-    def encode_stream(self, read_block, out, stats, observer=None):
-        """Code one frame, or an unframed stream, from the blocks ``read_block()`` returns
-        (b"": the frame ends) into ``out``; returns (CRC32 of the frame's original, its
-        predictor). ``observer``: an ``observe.Observer`` (None: nobody watches)."""
-        observer = observer or SILENT
-        predictor = self.predictor()
-        before = stats.original_bytes
-        crc = encode_blocks(read_block, out, predictor, self.version, self.stored_blocks, stats,
-                            observer)  # fmt: skip
-        container.write_end(out, stats.original_bytes - before, crc)
-        return crc, predictor
-
     def encode(self, data):
         """One frame of ``data`` -> (its compressed bytes, ideal bits)."""
         src, out = io.BytesIO(data), io.BytesIO()
         stats = Stats()
-        self.encode_stream(lambda: src.read(self.block_size), out, stats)
+        encode_stream(self, lambda: src.read(self.block_size), out, stats)
         return out.getvalue(), stats.ideal_bits
 
     def decode_stream(self, blocks, dst, observer=None):
         """Decode one frame's ``blocks``, or an unframed stream's, into ``dst``; returns
         (length, CRC32, predictor: None for a stream without settings, which codes none).
-        ``observer`` as for ``encode_stream``."""
+        ``observer``: an ``observe.Observer`` (None: nobody watches)."""
         observer = observer or SILENT
         predictor = self.predictor() if self.settings is not None else None
         decoded, crc, length, expected_crc = decode_blocks(blocks, dst, predictor, observer)
@@ -222,7 +210,7 @@ def compress_frames(source, out, job, first, stats, plan, observer=SILENT):
     if _here(frame_size, jobs, scheduler):
         while reader.next_frame():
             start, before = out.count, stats.original_bytes
-            crc, predictor = job.encode_stream(reader.block, out, stats, observer)
+            crc, predictor = encode_stream(job, reader.block, out, stats, observer)
             entries.append((out.count - start, stats.original_bytes - before, crc))
     else:
         if observer.per_byte:

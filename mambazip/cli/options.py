@@ -154,9 +154,6 @@ def io_options(force_help, no_name_help):
     return decorate
 
 
-MODEL_KEYS = ("d_model", "n_layer", "d_inner", "d_state", "d_conv", "dt_rank")
-
-
 start_options = stack_options(
     click.option("--model", "model_path", type=click.Path(),
                  help="Start from this model's weights with fresh optimizer state: a "

@@ -1,7 +1,7 @@
 """Speed and ratio of the context-mixing predictor alone (a preset's tables, mamba=False).
 
     python scripts/bench_predictor.py FILE [FILE ...] [--preset fast|default|max]
-        [--set field=value ...] [--limit BYTES] [--format 4|5]
+        [--set field=value ...] (contexts=word3+column: names) [--limit BYTES] [--format 4|5]
 
 Per file: bits/byte of the CM alone (the sum of -log2 p over the file, from ``advance`` over 4 KB
 chunks), µs/byte of ``advance`` and of ``advance_byte`` (the decoder's call, timed on the first
@@ -33,8 +33,11 @@ def mixer_of(cfg):
 
 
 def parse_value(text):
+    """true/false, an integer, or names joined by "+" (contexts=word3+column)."""
     if text in ("true", "false"):
         return text == "true"
+    if not text.lstrip("-").isdigit():
+        return tuple(name for name in text.split("+") if name)
     return int(text)
 
 

@@ -12,6 +12,7 @@ from mambazip.predictor import SMALL, ContextMixer, MixConfig
 from mambazip.predictor.combiner import W_ONE, train
 from mambazip.predictor.counters import STRETCH
 from mambazip.predictor.loop import (
+    N_APMS,
     N_ROWS,
     R_SETS,
     ROW_MAMBA,
@@ -80,7 +81,7 @@ def test_mamba_weight_set_by_agreement_and_confidence():
 @pytest.mark.parametrize("mode", [1, 2])
 def test_apm_keyed_by_the_mamba(mode):
     mixer, _, nin, mcol = _mixer(mamba_eapm=mode)
-    aidx = _view(mixer, V_AIDX, 4)
+    aidx = _view(mixer, V_AIDX, N_APMS)
     sf = view(mixer.buffers, mixer.offs, V_SF)
     x = _view(mixer, V_X, nin)
     for node in (1, 2):  # the root and node 0b10 are predicted in full (mode 1)

@@ -4,12 +4,14 @@ import math
 
 import numpy as np
 
+from mambazip.predictor import SMALL
 from mambazip.predictor.apm import apm_init, apm_predict, apm_update
 from mambazip.predictor.byte_pdf import node_probs
 from mambazip.predictor.combiner import combine, train
 from mambazip.predictor.context import predict_first, predict_second, update_contexts
 from mambazip.predictor.counters import MAP_SIZE, SQUASH, STRETCH, counter_next, map_init
 from mambazip.predictor.history import context_hashes, history_push
+from mambazip.predictor.loop import layout
 from mambazip.predictor.match import MAX_LEN, match_advance, update_match_map
 
 
@@ -88,9 +90,10 @@ class _History:
     def __init__(self, kinds, log=12):
         self.mask = (1 << log) - 1
         self.hist = np.zeros(1 << log, np.uint8)
-        self.hstate = np.zeros(2, np.int64)
-        self.words = np.zeros(2, np.uint64)
-        self.orders = np.zeros(7, np.uint64)
+        sizes = layout(SMALL)
+        self.hstate = np.zeros(sizes["hstate"], np.int64)
+        self.words = np.zeros(sizes["words"], np.uint64)
+        self.orders = np.zeros(sizes["orders"], np.uint64)
         self.kinds = np.array(kinds, np.int64)
         self.ctxh = np.zeros(len(kinds), np.uint64)
         self.contexts()

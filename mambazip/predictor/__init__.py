@@ -26,6 +26,7 @@ from .loop import (
     D_CLIMIT,
     D_FINAL,
     D_FLR,
+    D_FOUND,
     D_FULL_LOG,
     D_HMASK,
     D_LR,
@@ -42,12 +43,13 @@ from .loop import (
     D_NPARTS,
     D_NSETS,
     D_SLOT_LOG,
+    D_SSE,
     N_DIMS,
-    R_SETS,
     V_APM1,
     V_APM2,
     V_APME,
     V_APMM,
+    V_APMS,
     V_FREQ,
     V_INBYTE,
     V_INPDF,
@@ -114,7 +116,7 @@ class ContextMixer:
         dims = np.zeros(N_DIMS, np.int64)
         dims[D_NCTX] = len(cfg.context_kinds)
         dims[D_NIN] = n_inputs(cfg)
-        dims[D_NSETS] = R_SETS if cfg.mamba else R_SETS - 1
+        dims[D_NSETS] = 3 + cfg.mamba + cfg.found_sel
         dims[D_MATCH] = cfg.match
         dims[D_MAMBA] = cfg.mamba
         dims[D_FINAL] = cfg.final
@@ -134,6 +136,8 @@ class ContextMixer:
         dims[D_MSEL] = cfg.mamba_sel
         dims[D_MLR] = cfg.mamba_lr
         dims[D_MEAPM] = cfg.mamba_eapm
+        dims[D_FOUND] = cfg.found_sel
+        dims[D_SSE] = cfg.sse
         return dims
 
     def _init_tables(self, cfg):
@@ -149,7 +153,7 @@ class ContextMixer:
                 parts[col : col + 2] = part
                 col, part = col + 2, part + 1
         map_init(view(b, offs, V_MAPS))
-        for v in (V_APM1, V_APM2, V_APMM, V_APME):
+        for v in (V_APM1, V_APM2, V_APMM, V_APME, V_APMS):
             apm_init(view(b, offs, v))
         nin = n_inputs(cfg)
         w = view(b, offs, V_W).reshape(-1, nin)

@@ -17,6 +17,8 @@ from ..errors import ConfigError
 ORDER_KINDS = ("o0", "o1", "o2", "o3", "o4", "o5", "o6")
 WORD_KINDS = ("word", "word2")  # current word; current and previous word
 SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back alone
+# Chosen one by one in ``contexts``, after the others (history.py says what each hashes).
+EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass")
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -51,6 +53,8 @@ _BOOL_FIELDS = (
     "match",
     "final",
     "apm",
+    "found_sel",
+    "sse",
 )
 
 
@@ -81,8 +85,22 @@ class MixConfig:
     mamba_lr: int = 0
     mamba_w0: int = 16
     mamba_eapm: int = 0
+    contexts: tuple = ()  # more context models, from EXTRA_KINDS
+    found_sel: bool = False  # a weight set by how many context models know their context
+    sse: bool = False  # with apm: two more APMs, order-3 hashed and by the match state
 
     def __post_init__(self):
+        if isinstance(self.contexts, list):  # as JSON gives it back
+            object.__setattr__(self, "contexts", tuple(self.contexts))
+        if (
+            not isinstance(self.contexts, tuple)
+            or not all(isinstance(k, str) and k in EXTRA_KINDS for k in self.contexts)
+            or len(set(self.contexts)) != len(self.contexts)
+        ):
+            raise ConfigError(
+                f"mix.contexts must be distinct names from {', '.join(EXTRA_KINDS)}, "
+                f"got {self.contexts!r}"[:300]
+            )
         for name in _BOOL_FIELDS:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"mix.{name} must be true or false, got {getattr(self, name)!r}")
@@ -99,7 +117,7 @@ class MixConfig:
             kinds += WORD_KINDS
         if self.sparse:
             kinds += SPARSE_KINDS
-        return kinds
+        return kinds + self.contexts
 
     @property
     def part_names(self):
@@ -118,7 +136,14 @@ class MixConfig:
         return layout_bytes(self)
 
     def to_dict(self):
-        return dataclasses.asdict(self)
+        """Every field, but those of _LATER only where they differ from their defaults: the
+        settings of files written before they existed stay as they were."""
+        out = dataclasses.asdict(self)
+        out["contexts"] = list(self.contexts)
+        for name, default in _LATER.items():
+            if getattr(self, name) == default:
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data):
@@ -131,6 +156,10 @@ class MixConfig:
         if unknown:
             raise ConfigError(f"unknown mix field(s): {', '.join(sorted(map(str, unknown)))}")
         return cls(**data)
+
+
+# Fields added after format version 5's presets, with the values that keep older bits.
+_LATER = {"contexts": (), "found_sel": False, "sse": False}
 
 
 # Presets (bits/byte measured by /tmp-side runs of advance over 4 KB chunks with the default

@@ -85,21 +85,29 @@ def _read(x, midx, maps, i, node, state):
 
 @kernel
 def predict_first(x, midx, tbl, maps, ctxh, bmask):
-    """Inputs x[1..15, i] of every context model i: the first nibble's nodes."""
+    """Inputs x[1..15, i] of every context model i: the first nibble's nodes. Returns how many
+    models have seen their context."""
+    found = 0
     for i in range(ctxh.shape[0]):
         s = find_slot(tbl, slot_key(ctxh[i], -1), bmask)
+        found += s >= 0
         for node in range(1, 16):
             _read(x, midx, maps, i, node, tbl[s, node] if s >= 0 else 0)
+    return found
 
 
 @kernel
 def predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup):
     """Inputs of every context model at the 15 nodes below first nibble nib; without lookup
-    (a subtree too unlikely to be worth a cache miss) every model gives its never-seen input."""
+    (a subtree too unlikely to be worth a cache miss) every model gives its never-seen input.
+    Returns how many models have seen their context followed by nib."""
+    found = 0
     for i in range(ctxh.shape[0]):
         s = find_slot(tbl, slot_key(ctxh[i], nib), bmask) if lookup else -1
+        found += s >= 0
         for j in range(1, 16):
             _read(x, midx, maps, i, NODE2[nib, j], tbl[s, j] if s >= 0 else 0)
+    return found
 
 
 @kernel

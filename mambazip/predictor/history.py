@@ -2,8 +2,10 @@
 
 Arrays (H = 2^hist_log history bytes, C = number of context models):
     hist (H,) uint8        ring buffer: byte number t lives at hist[t & (H - 1)]
-    hstate (2,) int64      [0] bytes seen so far (t of the next byte), [1] unused
-    words (2,) uint64      hash of the current alphabetic word (case-folded), of the previous one
+    hstate (3,) int64      [0] bytes seen so far (t of the next byte), [1] t of the current
+                           line's first byte, [2] t of the previous line's first byte
+    words (3,) uint64      hash of the current alphabetic word (case-folded), of the previous
+                           one, of the one before it
     kinds (C,) int64       which context each model uses (K_* below)
     ctxh (C,) uint64       that context's hash for the next byte
 
@@ -17,15 +19,27 @@ from ..jit import kernel, kernel_inline
 
 u64 = np.uint64
 
-# Context kinds: orders 0..6 are 0..6.
+# Context kinds: orders 0..6 are 0..6. The codes are part of the format (each hash carries
+# its kind's code): new kinds take new codes.
 K_WORD, K_WORD2, K_SKIP1, K_SKIP3 = 7, 8, 9, 10
+K_O7, K_O8, K_WORD3, K_WORDGAP, K_COLUMN, K_ABOVE, K_CLASSES, K_WORDCLASS = range(11, 19)
+N_ORDERS = 9  # orders 0..8 hashed once per byte
 KIND_CODES = {
     **{f"o{k}": k for k in range(7)},
+    "o7": K_O7,
+    "o8": K_O8,
     "word": K_WORD,
     "word2": K_WORD2,
     "skip1": K_SKIP1,
     "skip3": K_SKIP3,
+    "word3": K_WORD3,
+    "wordgap": K_WORDGAP,
+    "column": K_COLUMN,
+    "above": K_ABOVE,
+    "classes": K_CLASSES,
+    "wordclass": K_WORDCLASS,
 }
+MAX_COLUMN = 255  # columns past this share a context
 
 M1 = u64(0x9E3779B97F4A7C15)
 M2 = u64(0xBF58476D1CE4E5B9)
@@ -59,27 +73,64 @@ def is_letter(c):
     return (65 <= c <= 90) or (97 <= c <= 122)
 
 
+@kernel_inline
+def char_class(c):
+    """0 lower-case letter, 1 upper-case, 2 digit, 3 space or tab, 4 newline, 5 other ASCII
+    punctuation, 6 control, 7 a byte above 127."""
+    c = np.int64(c)
+    if 97 <= c <= 122:
+        return 0
+    if 65 <= c <= 90:
+        return 1
+    if 48 <= c <= 57:
+        return 2
+    if c == 32 or c == 9:
+        return 3
+    if c == 10:
+        return 4
+    if c >= 128:
+        return 7
+    return 6 if c < 32 or c == 127 else 5
+
+
 @kernel
 def history_push(hist, hstate, words, mask, byte):
-    """Append byte; extend the current word or, at a non-letter ending a word, start a new one."""
+    """Append byte; extend the current word or, at a non-letter ending a word, start a new one;
+    after a newline, start a line."""
     hist[hstate[0] & mask] = byte
     hstate[0] += 1
+    if byte == 10:
+        hstate[2] = hstate[1]
+        hstate[1] = hstate[0]
     if is_letter(byte):
         c = u64(byte | 32)  # case-fold
         words[0] = (words[0] + c + u64(1)) * M1
     elif words[0] != u64(0):
+        words[2] = words[1]
         words[1] = words[0]
         words[0] = u64(0)
 
 
 @kernel
+def _above(hist, hstate, mask):
+    """(column of the next byte, capped at MAX_COLUMN; the byte at that column of the previous
+    line, 0 where that line is shorter or its bytes have left the ring)."""
+    t, line, prev = hstate[0], hstate[1], hstate[2]
+    col = t - line
+    above = u64(0)
+    if line > 0 and col < line - prev and t - (prev + col) <= mask:
+        above = u64(hist[(prev + col) & mask])
+    return u64(min(col, MAX_COLUMN)), above
+
+
+@kernel
 def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask):
     """ctxh[i] = hash of context kind kinds[i] for the next byte; the kind sits in the top byte
-    so that equal byte strings of different kinds do not share a hash. orders (7,) uint64 is
-    work space: orders[k] the hash of the last k bytes."""
+    so that equal byte strings of different kinds do not share a hash. orders (N_ORDERS,)
+    uint64 is work space: orders[k] the hash of the last k bytes."""
     orders[0] = u64(0)
     acc = u64(0)
-    for k in range(1, 7):
+    for k in range(1, N_ORDERS):
         acc = (acc + back(hist, hstate, mask, k) + u64(1)) * M1
         acc ^= acc >> S30
         orders[k] = acc
@@ -91,12 +142,28 @@ def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask):
         kind = kinds[i]
         if kind <= 6:
             h = orders[kind]
+        elif kind in (K_O7, K_O8):
+            h = orders[kind - K_O7 + 7]
         elif kind == K_WORD:
             h = fmix(words[0]) + b1 * M3  # the word so far and the byte after it
         elif kind == K_WORD2:
             h = fmix(words[0] ^ (words[1] * M2))
         elif kind == K_SKIP1:
             h = fmix((b2 << u64(8)) | b3)
-        else:  # K_SKIP3
+        elif kind == K_SKIP3:
             h = fmix(b4 + u64(0x100))
+        elif kind == K_WORD3:
+            h = fmix(words[0] ^ (words[1] * M2) ^ (words[2] * M3))
+        elif kind == K_WORDGAP:  # the word before the last, skipping the last
+            h = fmix(words[0] ^ (words[2] * M3))
+        elif kind in (K_COLUMN, K_ABOVE):
+            col, above = _above(hist, hstate, mask)
+            h = fmix((above << u64(8)) | (b1 if kind == K_ABOVE else col << u64(16)))
+        elif kind == K_CLASSES:  # the classes of the last 8 bytes, and the last byte
+            acc = b1
+            for k in range(1, 9):
+                acc = (acc << u64(3)) | u64(char_class(back(hist, hstate, mask, k)))
+            h = fmix(acc)
+        else:  # K_WORDCLASS: the word so far and the classes of the 2 bytes before it
+            h = fmix(words[0] ^ (u64(char_class(b1) * 8 + char_class(b2)) * M2))
         ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(kind + 1) << S56)

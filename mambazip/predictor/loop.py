@@ -16,15 +16,15 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
 (``offs[v] = (start, count)`` in its buffer), so a compiled call takes a dozen arguments:
     u8:  hist (H,)
     u16: tbl (S * 16,), apm1 (65536 * 33,), apm2 (2^apm_log * 33,), apmm (65536 * 33,)
-    u64: ctxh (C,), words (2,), orders (7,)
+    u64: ctxh (C,), words (3,), orders (N_ORDERS,)
     i32: maps (C * 4096,), mt (T,), mmap (64,), w (672 * NIN,) weight sets, wf (8 * 4,) final
          weights by depth; work of the last prediction: x (256 * NIN,) inputs, midx (256 * C,)
          adaptive-map entries, sel (256 * 4,) weight-set rows, sst (256 * 4,) their outputs,
-         sf (256,) final stretch, aidx (256 * 3,) APM buckets, p12 (256,) node probabilities,
+         sf (256,) final stretch, aidx (256 * N_APMS,) APM buckets, p12 (256,) node probabilities,
          pm (256,) the Mamba's node probabilities, freq (256,) the frequency table, mode
          (256,) 1 where a node was predicted in full, 0 by the c0 weight set alone,
          nfreq (32,) format 5's two nibble tables
-    i64: hstate (2,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,),
+    i64: hstate (3,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,),
          nmass (32,) a nibble's tree
     f64: tree (512,)
 Node n of the byte tree (1..255) is the partial byte c0 (paq style); depth(n) = bits known.
@@ -46,7 +46,7 @@ from .byte_pdf import node_prob, node_sums
 from .combiner import combine, train
 from .context import NODE2, predict_first, predict_second, update_contexts
 from .counters import MAP_SIZE, squash, stretch
-from .history import back, context_hashes, fmix, history_push
+from .history import N_ORDERS, back, context_hashes, fmix, history_push
 from .match import length_bucket, match_advance, match_inputs, update_match_map
 
 u64 = np.uint64
@@ -88,25 +88,31 @@ VIEWS = (
     ("trust1", "f32"),
     ("nfreq", "i32"),
     ("nmass", "i64"),
+    ("found", "i64"),
+    ("apms", "u16"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
  V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_MODE, V_HSTATE, V_MSTATE,
  V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE, V_INBYTE, V_INPDF,
- V_TRUST1, V_NFREQ, V_NMASS) = range(len(VIEWS))  # fmt: skip
+ V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
 # Weight-set selectors: first row of each in w, and its number of rows.
-R_SETS = 4
-ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, N_ROWS = 0, 256, 384, 640, 736
+R_SETS = 5
+ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, ROW_FOUND, N_ROWS = 0, 256, 384, 640, 736, 864
+MAX_FOUND = 15  # the found-count selector's last value
 N_FINAL_ROWS = 8  # final weights by depth
 
 # Positions in the int64 ``dims`` array.
 (D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
- D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES) = range(23)  # fmt: skip
-N_DIMS = 23
+ D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE) = range(25)  # fmt: skip
+N_DIMS = 25
+MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
+# APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
+N_APMS = 6
 
 DEPTH = np.array([0] + [n.bit_length() - 1 for n in range(1, 256)], np.int64)
 
@@ -127,8 +133,8 @@ def layout(cfg):
         "apmm": (65536 * 33) if cfg.mamba else 0,
         "apme": (65536 * 33) if cfg.mamba and cfg.mamba_eapm else 0,
         "ctxh": C,
-        "words": 2,
-        "orders": 7,
+        "words": 3,
+        "orders": N_ORDERS,
         "maps": C * MAP_SIZE,
         "mt": (1 << cfg.match_log) if cfg.match else 0,
         "mmap": 64,
@@ -139,12 +145,12 @@ def layout(cfg):
         "sel": 256 * R_SETS,
         "sst": 256 * R_SETS,
         "sf": 256,
-        "aidx": 256 * 4,
+        "aidx": 256 * N_APMS,
         "p12": 256,
         "pm": 256,
         "freq": 256,
         "mode": 256,
-        "hstate": 2,
+        "hstate": 3,
         "mstate": 3,
         "expected": 1,
         "kinds": C,
@@ -156,6 +162,8 @@ def layout(cfg):
         "trust1": len(cfg.part_names),
         "nfreq": 32,
         "nmass": 32,
+        "found": 2,
+        "apms": ((1 << cfg.apm_log) + MATCH_APM) * 33 if cfg.apm and cfg.sse else 0,
     }
 
 
@@ -244,13 +252,15 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
     sel = _carve(i32, offs, V_SEL).reshape((256, R_SETS))
     sst = _carve(i32, offs, V_SST).reshape((256, R_SETS))
     sf, p12, pm = _carve(i32, offs, V_SF), _carve(i32, offs, V_P12), _carve(i32, offs, V_PM)
-    aidx = _carve(i32, offs, V_AIDX).reshape((256, 4))
+    aidx = _carve(i32, offs, V_AIDX).reshape((256, N_APMS))
     w = _carve(i32, offs, V_W).reshape((N_ROWS, nin))
     wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
+    apms = _carve(u16, offs, V_APMS)
     mstate, mmap = _carve(i64, offs, V_MSTATE), _carve(i32, offs, V_MMAP)
     apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
     apmm, apme = _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME)
     expected, tree = _carve(i64, offs, V_EXPECTED), _carve(f64, offs, V_TREE)
+    found = _carve(i64, offs, V_FOUND)
 
     tbl, maps = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS)
     ctxh, bmask = _carve(u64b, offs, V_CTXH), dims[D_BMASK]
@@ -259,16 +269,19 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
     c2 = np.int64(back(hist, hstate, hmask, 2))
     # Order-2 APM context: the two bytes hashed, xor the partial byte (lpaq style).
     h2 = np.int64(fmix(u64(c1 | (c2 << 8) | 0x10000)) & u64(dims[D_APM2_MASK]))
+    c3 = np.int64(back(hist, hstate, hmask, 3))
+    h3 = np.int64(fmix(u64(c1 | (c2 << 8) | (c3 << 16) | 0x1000000)) & u64(dims[D_APM2_MASK]))
     full_mass = np.int64(FREQ_TOTAL) >> dims[D_FULL_LOG]
     slot_mass = np.int64(FREQ_TOTAL) >> dims[D_SLOT_LOG]
     if first < 0:
         if use_pdf:
             expected[0] = node_sums(tree, pdf)
         mass[1] = FREQ_TOTAL
-        predict_first(x, midx, tbl, maps, ctxh, bmask)
+        found[0] = predict_first(x, midx, tbl, maps, ctxh, bmask)
     for nib in range(first, last + 1):
         if nib >= 0:
-            predict_second(x, midx, tbl, maps, ctxh, bmask, nib, mass[16 + nib] >= slot_mass)
+            lookup = mass[16 + nib] >= slot_mass
+            found[1] = predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup)
         for j in range(1, 16):
             node = j if nib < 0 else NODE2[nib, j]
             if use_pdf:
@@ -276,7 +289,8 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
             full = mass[node] >= full_mass
             mode[node] = full
             p = _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme,
-                      expected[0], dims, c1, h2, node, full, use_pdf)  # fmt: skip
+                      apms, expected[0], dims, c1, h2, h3, node, full, use_pdf,
+                      found[0 if nib < 0 else 1])  # fmt: skip
             p12[node] = p
             split_node(mass, node, p)
 
@@ -307,8 +321,8 @@ def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
 
 
 @kernel
-def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme, expected, dims,
-          c1, h2, node, full, use_pdf):  # fmt: skip
+def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme, apms,
+          expected, dims, c1, h2, h3, node, full, use_pdf, found):  # fmt: skip
     """12-bit p(bit = 1) at node: its match and Mamba inputs, the weight sets, the final
     combiner and the APMs. A node the byte is unlikely to reach (not full) gets the c0 weight
     set alone, no APM: cheaper, and it rarely costs a bit."""
@@ -345,6 +359,8 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
             sel[node, 3] = ROW_MAMBA + 8 * (4 * e + mm) + depth
         else:
             sel[node, 3] = ROW_MAMBA + 8 * e + depth
+    if dims[D_FOUND]:
+        sel[node, 3 + dims[D_MAMBA]] = ROW_FOUND + 8 * min(found, MAX_FOUND) + depth
     x[node, col] = 256
     if not full:
         s = combine(w, sel[node, 0], x, node, nin)
@@ -371,10 +387,24 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
             else:
                 ectx = (((x[node, mcol] + 2048) >> 7) << 8) | node
             a3, aidx[node, 3] = apm_predict(apme, ectx, s)
-            p = (p + a1 + a2 + a3 + 2) >> 2
+            if dims[D_SSE]:
+                p = _sse(p + a1 + a2 + a3, 4, apms, aidx, dims, h3, match_sel, node, s)
+            else:
+                p = (p + a1 + a2 + a3 + 2) >> 2
+        elif dims[D_SSE]:
+            p = _sse(2 * p + a1 + a2, 4, apms, aidx, dims, h3, match_sel, node, s)
         else:
             p = (2 * p + a1 + a2 + 2) >> 2
     return min(max(p, 1), 4095)
+
+
+@kernel
+def _sse(acc, n, apms, aidx, dims, h3, match_sel, node, s):
+    """The mean of n probabilities summing to acc and of two more APMs of stretch value s: an
+    order-3 hashed one, and one keyed by the match model's state and the node."""
+    a3, aidx[node, 4] = apm_predict(apms, h3 ^ node, s)
+    am, aidx[node, 5] = apm_predict(apms, dims[D_APM2_MASK] + 1 + (match_sel << 8) + node, s)
+    return (acc + a3 + am + (n + 2) // 2) // (n + 2)
 
 
 @driver
@@ -386,9 +416,10 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     sel = _carve(i32, offs, V_SEL).reshape((256, R_SETS))
     sst = _carve(i32, offs, V_SST).reshape((256, R_SETS))
     sf = _carve(i32, offs, V_SF)
-    aidx = _carve(i32, offs, V_AIDX).reshape((256, 4))
+    aidx = _carve(i32, offs, V_AIDX).reshape((256, N_APMS))
     w = _carve(i32, offs, V_W).reshape((N_ROWS, nin))
     wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
+    apms = _carve(u16, offs, V_APMS)
     apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
     apmm, apme = _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME)
     parts, mode = _carve(i64, offs, V_PARTS), _carve(i32, offs, V_MODE)
@@ -415,6 +446,9 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
         if dims[D_APM]:
             apm_update(apm1, aidx[node, 0], bit, rate)
             apm_update(apm2, aidx[node, 1], bit, rate)
+            if dims[D_SSE]:
+                apm_update(apms, aidx[node, 4], bit, rate)
+                apm_update(apms, aidx[node, 5], bit, rate)
         if dims[D_MAMBA]:
             apm_update(apmm, aidx[node, 2], bit, rate)
             if dims[D_MEAPM]:

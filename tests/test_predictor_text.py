@@ -1,0 +1,226 @@
+"""The text side of the context models (issue 21, items 4-6 in part): the extra contexts chosen
+in ``mix.contexts`` (orders 7 and 8, three words, the word before the last, column and the byte
+above, character classes), the weight set by how many models know their context, and the two
+more APMs of ``mix.sse``. Each is off by default, so files written before them keep their bits."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from mambazip.errors import ConfigError
+from mambazip.predictor import SMALL, ContextMixer, MixConfig
+from mambazip.predictor.config import EXTRA_KINDS
+from mambazip.predictor.history import (
+    KIND_CODES,
+    M1,
+    MAX_COLUMN,
+    _above,
+    char_class,
+    context_hashes,
+    history_push,
+)
+from mambazip.predictor.loop import (
+    MATCH_APM,
+    N_APMS,
+    ROW_FOUND,
+    V_AIDX,
+    V_FOUND,
+    V_SEL,
+    V_SF,
+    allocate,
+    layout,
+    view,
+)
+
+MASK64 = (1 << 64) - 1
+SIZES = layout(SMALL)  # of the history's arrays
+EVERYTHING = dataclasses.replace(SMALL, contexts=EXTRA_KINDS, found_sel=True, sse=True)
+
+
+def _history(text, hist_log=8):
+    hist = np.zeros(1 << hist_log, np.uint8)
+    hstate = np.zeros(SIZES["hstate"], np.int64)
+    words = np.zeros(SIZES["words"], np.uint64)
+    for byte in text:
+        history_push(hist, hstate, words, (1 << hist_log) - 1, byte)
+    return hist, hstate, words
+
+
+def _word_hash(word):
+    """The word hash, derived independently: h = (h + lower(c) + 1) * M1 mod 2^64."""
+    h = 0
+    for c in word.lower():
+        h = ((h + c + 1) * int(M1)) & MASK64
+    return h
+
+
+def _hashes(text, kinds, hist_log=8):
+    hist, hstate, words = _history(text, hist_log)
+    codes = np.array([KIND_CODES[k] for k in kinds], np.int64)
+    ctxh = np.zeros(len(kinds), np.uint64)
+    orders = np.zeros(SIZES["orders"], np.uint64)
+    context_hashes(ctxh, orders, hist, hstate, words, codes, (1 << hist_log) - 1)
+    return [int(h) for h in ctxh]
+
+
+def test_character_classes_by_hand():
+    expected = {"a": 0, "z": 0, "A": 1, "Z": 1, "0": 2, "9": 2, " ": 3, "\t": 3, "\n": 4,
+                ".": 5, "<": 5, "~": 5, "\x00": 6, "\x7f": 6, "\xe9": 7}  # fmt: skip
+    for char, cls in expected.items():
+        assert char_class(ord(char)) == cls, char
+
+
+def test_the_three_last_words_are_kept_in_order():
+    _, _, words = _history(b"One two, THREE four")
+    assert [int(w) for w in words] == [
+        _word_hash(b"four"),
+        _word_hash(b"three"),
+        _word_hash(b"two"),
+    ]
+
+
+def test_lines_start_after_each_newline():
+    _, hstate, _ = _history(b"ab\ncdef\ngh")
+    assert hstate.tolist() == [10, 8, 3]
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "above"),
+    [
+        (b"abc\nxy", 2, ord("c")),  # under the c
+        (b"abc\nxyz", 3, ord("\n")),  # the newline ending the line above
+        (b"abc\nwxyz", 4, 0),  # past the end of the line above
+        (b"abc\n", 0, ord("a")),
+        (b"abc", 3, 0),  # no line above
+        (b"a\n\nxy", 2, 0),  # the line above is empty
+    ],
+)
+def test_column_and_the_byte_above(text, column, above):
+    hist, hstate, _ = _history(text)
+    assert tuple(int(v) for v in _above(hist, hstate, 255)) == (column, above)
+
+
+def test_column_is_capped():
+    hist, hstate, _ = _history(b"x" * 300)
+    assert int(_above(hist, hstate, 1023)[0]) == MAX_COLUMN
+
+
+def test_the_byte_above_is_0_once_it_has_left_the_ring():
+    line = b"y" * 40 + b"\n"
+    hist, hstate, _ = _history(line + b"z" * 30 + b"\n" + b"w" * 5, hist_log=6)
+    assert int(_above(hist, hstate, 63)[1]) == ord("z")  # 31 bytes back: still in 64
+    hist, hstate, _ = _history(b"z" * 70 + b"\n" + b"w" * 5, hist_log=6)
+    assert int(_above(hist, hstate, 63)[1]) == 0  # 71 bytes back: overwritten
+
+
+def test_column_contexts_match_where_column_and_byte_above_match():
+    kinds = ("column", "above")
+    a = _hashes(b"ab\ncd\nax", kinds)  # column 2, under the newline of "cd"
+    b = _hashes(b"zz\ncd\nqx", kinds)  # the same, after other lines
+    c = _hashes(b"ab\ncd\nay", kinds)  # another last byte: column agrees, above-and-b1 not
+    assert a[0] == b[0] and a[1] == b[1]
+    assert a[0] == c[0] and a[1] != c[1]
+
+
+def test_the_word_before_the_last_skips_the_last():
+    kinds = ("wordgap", "word3")
+    a = _hashes(b"red big car", kinds)
+    b = _hashes(b"red old car", kinds)
+    assert a[0] == b[0]  # "car" after "red", whatever came between
+    assert a[1] != b[1]
+
+
+def test_classes_context_sees_the_shape_of_the_last_8_bytes_and_the_last_byte():
+    kinds = ("classes",)
+    assert _hashes(b"Ab 12.cd", kinds) == _hashes(b"Xy 90,ed", kinds)
+    assert _hashes(b"Ab 12.cd", kinds) != _hashes(b"Ab 12.ce", kinds)  # another last byte
+    assert _hashes(b"Ab 12.cd", kinds) != _hashes(b"ab 12.cd", kinds)  # another class
+
+
+def test_order_7_and_8_contexts_see_7_and_8_bytes():
+    kinds = ("o7", "o8")
+    a = _hashes(b"X1234567", kinds)
+    b = _hashes(b"Y1234567", kinds)
+    assert a[0] == b[0] and a[1] != b[1]
+
+
+def test_every_context_kind_has_its_own_code():
+    assert len(set(KIND_CODES.values())) == len(KIND_CODES)
+    assert set(EXTRA_KINDS) <= set(KIND_CODES)
+
+
+def test_the_codes_of_the_first_kinds_are_those_files_were_written_with():
+    first = {**{f"o{k}": k for k in range(7)}, "word": 7, "word2": 8, "skip1": 9, "skip3": 10}
+    assert {k: KIND_CODES[k] for k in first} == first
+
+
+def test_new_fields_are_left_out_of_the_settings_at_their_defaults():
+    assert set(SMALL.to_dict()).isdisjoint({"contexts", "found_sel", "sse"})
+    assert MixConfig.from_dict(SMALL.to_dict()) == SMALL
+    data = EVERYTHING.to_dict()
+    assert data["contexts"] == list(EXTRA_KINDS)  # JSON's form
+    assert MixConfig.from_dict(data) == EVERYTHING
+
+
+@pytest.mark.parametrize(
+    "contexts",
+    [["o9"], ["column", "column"], "column", [1], ["word"], [*EXTRA_KINDS, "o7"]],
+)
+def test_contexts_must_be_distinct_extra_kinds(contexts):
+    with pytest.raises(ConfigError):
+        MixConfig.from_dict({**SMALL.to_dict(), "contexts": contexts})
+
+
+def test_found_set_is_chosen_by_how_many_models_know_their_context():
+    cfg = dataclasses.replace(SMALL, found_sel=True)
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    sel = view(mixer.buffers, mixer.offs, V_SEL).reshape(256, -1)
+    assert sel[1, 3] == ROW_FOUND + 0  # nothing seen yet, depth 0
+    assert sel[5, 3] == ROW_FOUND + 2  # node 0b101: depth 2
+    mixer.advance(np.frombuffer(b"abcabcabc", np.uint8))
+    # After "abcabcabc" the orders 0-6 and the sparse contexts have seen the next byte's
+    # context before; the two word contexts have not (the word "abcabcabc" is new).
+    found = int(view(mixer.buffers, mixer.offs, V_FOUND)[0])
+    assert found == len(cfg.context_kinds) - 2 == 9
+    assert sel[1, 3] == ROW_FOUND + 8 * found
+
+
+def test_sse_apms_are_the_order_3_hash_and_the_match_state():
+    cfg = dataclasses.replace(SMALL, sse=True)
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    aidx = view(mixer.buffers, mixer.offs, V_AIDX).reshape(256, N_APMS)
+    sf = view(mixer.buffers, mixer.offs, V_SF)
+    u = int(sf[1]) + 2048
+    bucket = (u >> 7) + ((u & 127) >> 6)
+    # No match at the start: the match APM's context is the node alone, after the 2^apm_log
+    # order-3 contexts.
+    assert aidx[1, 5] == ((1 << cfg.apm_log) + 1) * 33 + bucket
+    assert aidx[1, 4] % 33 == bucket and aidx[1, 4] // 33 < 1 << cfg.apm_log
+    assert layout(cfg)["apms"] == ((1 << cfg.apm_log) + MATCH_APM) * 33
+
+
+def test_memory_bytes_counts_the_new_tables():
+    buffers, _ = allocate(EVERYTHING)
+    assert EVERYTHING.memory_bytes() == sum(b.nbytes for b in buffers.values())
+    assert EVERYTHING.memory_bytes() > SMALL.memory_bytes()
+
+
+@pytest.mark.parametrize("nibbles", [False, True])
+def test_decoder_steps_equal_advance_with_every_text_part(nibbles):
+    text = b"<p>The cat sat.\n    The dog sat.\n</p>\n" * 12 + bytes(range(256))
+    data = np.frombuffer(text, np.uint8)
+    enc, dec = ContextMixer(EVERYTHING, nibbles=nibbles), ContextMixer(EVERYTHING, nibbles=nibbles)
+    enc.prime()
+    dec.prime()
+    freqs, p = enc.advance(data)
+    for i, byte in enumerate(data):
+        assert np.array_equal(dec.freq, freqs[i, : dec.freq.shape[0]]), i
+        if nibbles:
+            dec.advance_nibble(byte >> 4)
+            assert np.array_equal(dec.freq_low, freqs[i, 16:]), i
+        dec.advance_byte(byte)
+    assert np.array_equal(dec.freq, enc.freq)
+    assert -np.log2(p).sum() / data.size < 3.0  # it learns the repeats

@@ -1,30 +1,37 @@
 """``mambazip compress``."""
 
+import dataclasses
 import os
 
 import click
 
 from .. import codec, container, frames
 from ..observe import Report
-from ..plan import Execution, Layout, Limits, Plan
+from ..plan import Layout, Plan
 from .common import EXIT_HELP, say
 from .options import (
+    execution_pack,
+    files_pack,
     io_options,
     jobs_options,
-    jobs_or_cores,
+    limits_pack,
     memlimit_option,
     parse_frame_size,
     replay_option,
+    request_pack,
     save_option,
-    scheduler_of,
     train_options,
 )
-from .policy import each_input
+from .policy import Work, each_input
 from .progress import compile_note, progress_bar
 from .start import check_mamba, check_save, load_start, resolve_start, write_model
 
 
 @click.command(epilog=EXIT_HELP)
+@files_pack
+@request_pack
+@execution_pack
+@limits_pack
 @io_options(
     "Overwrite existing outputs; also compress inputs that already end in the suffix, "
     "follow symlinked inputs, read devices and FIFOs, and write compressed data to a "
@@ -45,16 +52,13 @@ from .start import check_mamba, check_save, load_start, resolve_start, write_mod
 @save_option
 @replay_option
 @memlimit_option
-def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, quiet, verbose,
-             preset, seed, prior, model_path, resume_path, save_model, replay_chunk, memlimit,
-             frame_size, jobs, scheduler, scheduler_timeout, **opts):  # fmt: skip
+def compress(io, request, frame_size, execution, save_model, limits):
     """Compress FILES (- or none: stdin) to FILE.mz. The input's name and modification time
     are stored (see -n). Inputs that already end in .mz are skipped with a note unless -f
     or -o names the output."""
-    given = load_start(model_path, resume_path, quiet, memlimit)
-    scheduler = scheduler_of(scheduler, scheduler_timeout)
-    start = resolve_start(preset, seed, prior, opts, given, memlimit)
-    check_save(save_model, files, force, output=output)
+    given = load_start(request.model, io.quiet, limits.memlimit)
+    start = resolve_start(request, given, limits.memlimit)
+    check_save(save_model, io.files, io.force, output=io.output)
     check_mamba(save_model, start.settings)
     if save_model is not None and frame_size:
         raise click.UsageError(
@@ -63,37 +67,35 @@ def compress(files, output, to_stdout, force, keep, remove, suffix, no_name, qui
         )
     if frame_size is None:
         frame_size = 0 if save_model is not None else frames.DEFAULT_FRAME
-    plan = Plan(start, Limits(memlimit, replay_chunk),
-                Execution(frame_size, jobs_or_cores(jobs), scheduler),
+    plan = Plan(start, limits, dataclasses.replace(execution, frame_size=frame_size),
                 Layout(stored_blocks=True))  # fmt: skip
 
     def run(src, dst, job):
-        compile_note(start.settings, quiet)
+        compile_note(start.settings, io.quiet)
         name = mtime = None
-        if not job.stdin and not no_name:
+        if not job.stdin and not io.no_name:
             name, mtime = _storable_name(os.path.basename(job.path)), int(job.src_stat.st_mtime)
-        with progress_bar(job.size, job.name, quiet, verbose) as progress:
+        with progress_bar(job.size, job.name, io.quiet, io.verbose) as progress:
             source = codec.Source(src, name, mtime, job.size)
             stats = codec.encode(source, dst, plan, Report(progress))
-        return write_model(save_model, stats, force)
+        return write_model(save_model, stats, io.force)
 
     def after(job, stats, target):
         # Larger because the model coded worse than 8 bits/byte, not because of the header's
         # few hundred bytes (a diverging --lr, bad weights, or incompressible data).
         # NaN bits (non-finite weights) count as worse.
         n = stats.original_bytes
-        if not quiet and n and stats.compressed_bytes > n and not stats.ideal_bits <= 8 * n:
+        if not io.quiet and n and stats.compressed_bytes > n and not stats.ideal_bits <= 8 * n:
             say(f"warning: {job.name}: {stats.compressed_bytes} bytes coded, more than the "
                  f"input's {n}: the model needed {stats.ideal_bits / n:.3f} bits/byte")  # fmt: skip
 
     def skip(path):
-        if path.endswith(suffix):
-            return f"{path}: already ends in {suffix}; unchanged (use -f to compress it anyway)"
+        if path.endswith(io.suffix):
+            return (f"{path}: already ends in {io.suffix}; unchanged (use -f to compress it "
+                    f"anyway)")  # fmt: skip
         return None
 
-    each_input(files, output, to_stdout, force, remove, quiet, verbose, run,
-          name_output=lambda path: path + suffix, binary_out=True, skip=skip,
-          after=after)  # fmt: skip
+    each_input(io, Work(run, lambda path: path + io.suffix, skip, after, binary_out=True))
 
 
 def _storable_name(name):

@@ -8,7 +8,7 @@ from .. import checkpoint, plan
 from ..errors import MambazipError
 from ..files import same_file
 from .common import EXIT_HELP, describe, format_fields, say
-from .options import memlimit_option
+from .options import ModelPaths, memlimit_option
 from .start import load_start
 
 
@@ -24,7 +24,7 @@ def convert(src, dst, force, memlimit, quiet, verbose):
     .safetensors file (F32/F16/BF16, sharded or not), or a checkpoint of ours."""
     if src == dst or same_file(src, dst):
         raise click.ClickException(f"{dst}: DST is SRC; nothing written")
-    start = load_start(src, None, quiet, memlimit).model
+    start = load_start(ModelPaths(src), quiet, memlimit).model
     if start.settings is None:
         # Models from elsewhere carry no training settings: record the default preset's.
         start.settings = plan.settings_for(start, resume=False)

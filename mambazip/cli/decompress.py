@@ -1,6 +1,7 @@
 """``mambazip decompress`` (also ``unmz``, and ``mzcat`` with -c)."""
 
 import contextlib
+import dataclasses
 import os
 import time
 
@@ -9,25 +10,31 @@ import click
 from .. import codec, container
 from ..errors import MambazipError
 from ..observe import Report
-from ..plan import Execution, Limits, Plan
+from ..plan import Plan
 from .common import EXIT_HELP, say
 from .options import (
+    execution_pack,
+    files_pack,
     io_options,
     jobs_options,
-    jobs_or_cores,
+    limits_pack,
     memlimit_option,
+    model_pack,
     parse_byte_range,
     replay_option,
     save_option,
-    scheduler_of,
     start_options,
 )
-from .policy import each_input
+from .policy import Work, each_input
 from .progress import compile_note, progress_bar
 from .start import check_save, load_start, write_model
 
 
 @click.command(epilog=EXIT_HELP)
+@files_pack
+@execution_pack
+@model_pack
+@limits_pack
 @io_options(
     "Overwrite existing outputs; also follow symlinked inputs, read devices and FIFOs, "
     "and read compressed data from a terminal.",
@@ -50,35 +57,33 @@ from .start import check_save, load_start, write_model
 @save_option
 @replay_option
 @memlimit_option
-def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, quiet, verbose,
-               restore_name, test, byte_range, jobs, scheduler, scheduler_timeout, model_path,
-               resume_path, save_model, replay_chunk, memlimit):  # fmt: skip
+def decompress(io, restore_name, test, byte_range, execution, model, save_model, limits):
     """Decompress FILES.mz (- or none: stdin) and verify their checksums; the output gets
     the modification time stored in the file (see -n). Concatenated .mz files decode as one
     output. A file compressed from a starting model needs the same model, given with the
     same option."""
-    given = load_start(model_path, resume_path, quiet, memlimit)
-    scheduler = scheduler_of(scheduler, scheduler_timeout)
-    check_save(save_model, files, force, output=output)
+    given = load_start(model, io.quiet, limits.memlimit)
+    check_save(save_model, io.files, io.force, output=io.output)
     if byte_range is not None:
-        if remove:
+        if io.remove:
             raise click.UsageError("--range writes part of the original: --rm would then "
                                    "delete the rest")  # fmt: skip
-        if len(files) > 1:
+        if len(io.files) > 1:
             raise click.UsageError("--range takes one input file")
         if save_model is not None:
             raise click.UsageError("--range and --save-model exclude each other")
-        to_stdout = to_stdout or output is None
-    # The model a file ends in is that of its one frame, decoded in this process.
-    jobs = 1 if save_model is not None else jobs_or_cores(jobs)
-    plan = Plan(given, Limits(memlimit, replay_chunk), Execution(jobs=jobs, scheduler=scheduler))
+        io = dataclasses.replace(io, to_stdout=io.to_stdout or io.output is None)
+    if save_model is not None:
+        # The model a file ends in is that of its one frame, decoded in this process.
+        execution = dataclasses.replace(execution, jobs=1)
+    plan = Plan(given, limits, execution)
 
     def run(src, dst, job):
-        with progress_bar(None, job.name, quiet, verbose) as progress:
+        with progress_bar(None, job.name, io.quiet, io.verbose) as progress:
 
             def on_header(header):
                 if header["settings"] is not None:
-                    compile_note(header["settings"], quiet)
+                    compile_note(header["settings"], io.quiet)
                 progress.set_total(header["size"])
 
             observer = Report(progress, on_header=on_header)
@@ -93,28 +98,29 @@ def decompress(files, output, to_stdout, force, keep, remove, suffix, no_name, q
                 f"--save-model: this file has {stats.frames} frames, each ending in its own "
                 f"model (compress with --frame-size 0 to save one); nothing written"
             )
-        return write_model(save_model, stats, force)
+        return write_model(save_model, stats, io.force)
 
     def after(job, stats, target):
         if byte_range is not None:
             return  # a part of the original is not the file the stored mtime belongs to
-        if not no_name and stats.mtime is not None and target not in (None, "-"):
+        if not io.no_name and stats.mtime is not None and target not in (None, "-"):
             with contextlib.suppress(OSError, OverflowError, ValueError):
                 if os.path.isfile(target):
                     os.utime(target, (time.time(), stats.mtime))
 
     def name_output(path):
+        suffix = io.suffix
         if not path.endswith(suffix) or path == suffix:
             raise MambazipError(f"unknown suffix, expected {suffix}; use -o to name the output")
         return path[: -len(suffix)]
 
-    rename = _stored_name_output(name_output, quiet) if restore_name and not no_name else None
     if test:
-        each_input(files, None, False, force, False, quiet, verbose, run, name_output, test=True,
-              binary_in=True)  # fmt: skip
-    else:
-        each_input(files, output, to_stdout, force, remove, quiet, verbose, run, name_output,
-              binary_in=True, after=after, rename=rename)  # fmt: skip
+        tested = dataclasses.replace(io, output=None, to_stdout=False, remove=False)
+        each_input(tested, Work(run, name_output, test=True, binary_in=True))
+        return
+    restored = restore_name and not io.no_name
+    rename = _stored_name_output(name_output, io.quiet) if restored else None
+    each_input(io, Work(run, name_output, after=after, rename=rename, binary_in=True))
 
 
 def _seekable(f):

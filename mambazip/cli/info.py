@@ -14,24 +14,25 @@ from ..errors import MambazipError
 from ..observe import Report
 from ..plan import Limits, Plan
 from .common import EXIT_HELP, Discard, describe, format_fields, say
-from .options import memlimit_option, start_options
+from .options import memlimit_option, model_pack, start_options
 from .policy import refuse_terminal_stdin
 from .progress import compile_note, progress_bar
 from .start import load_start
 
 
 @click.command(epilog=EXIT_HELP)
+@model_pack
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("-t", "--test", is_flag=True,
               help="Also decompress each file, writing nothing: OK or what is wrong.")  # fmt: skip
 @start_options
 @memlimit_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress, no notes.")
-def info(files, test, model_path, resume_path, memlimit, quiet):
+def info(files, test, model, memlimit, quiet):
     """Show the header of .mz FILES (- or none: stdin): sizes, bits/byte, stored name and
     mtime, model and training settings. --model / --resume: the starting model that --test
     needs for a file compressed from one."""
-    plan = Plan(load_start(model_path, resume_path, quiet, memlimit), Limits(memlimit))
+    plan = Plan(load_start(model, quiet, memlimit), Limits(memlimit))
     failed = False
     for path in files or ("-",):
         try:

@@ -2,12 +2,17 @@
 model and training overrides, the training recipe, the starting model, jobs and the Dask
 scheduler, --memlimit; with their parsing callbacks."""
 
+import dataclasses
+import functools
+
 import click
 
 from .. import container, limits, workers
 from ..config import MIX_MODES, OPTIMIZERS, SCOPE_GROUPS, SCOPES, preset_names
+from ..plan import Execution, Limits
+from .policy import Files
 
-SUFFIX = ".mz"
+SUFFIX = Files.suffix
 
 
 def _scope(ctx, param, value):
@@ -82,6 +87,44 @@ def parse_byte_range(ctx, param, value):
             f"be left out: 100:, :4096)"
         )
     return start, end
+
+
+def pack(name, build, *keys):
+    """The command receives its options ``keys`` as one argument ``name``, ``build(**their
+    values)``: what travels together is one value. Goes right under ``click.command``."""
+
+    def decorate(f):
+        @functools.wraps(f)
+        def command(*args, **kwargs):
+            values = {key: kwargs.pop(key) for key in keys}
+            return f(*args, **kwargs, **{name: build(**values)})
+
+        return command
+
+    return decorate
+
+
+IO_KEYS = tuple(f.name for f in dataclasses.fields(Files))
+files_pack = pack("io", Files, *IO_KEYS)
+
+
+def _execution(jobs, scheduler, scheduler_timeout):
+    return Execution(jobs=jobs_or_cores(jobs), scheduler=scheduler_of(scheduler, scheduler_timeout))
+
+
+execution_pack = pack("execution", _execution, "jobs", "scheduler", "scheduler_timeout")
+limits_pack = pack("limits", Limits, "memlimit", "replay_chunk")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelPaths:
+    """--model and --resume as given."""
+
+    model_path: str = None
+    resume_path: str = None
+
+
+model_pack = pack("model", ModelPaths, "model_path", "resume_path")
 
 
 def stack_options(*options):
@@ -225,6 +268,31 @@ def train_options(f):
     for option in reversed(options):
         f = option(f)
     return f
+
+
+def option_names(decorator):
+    """The parameter names of the click options ``decorator`` adds."""
+    return tuple(p.name for p in decorator(lambda: None).__click_params__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What the options ask a run to start from: the preset with ``overrides`` of its shape
+    and training, the seed, --mix, --prior and --model/--resume."""
+
+    preset: str = "default"
+    overrides: dict = dataclasses.field(default_factory=dict)
+    seed: int = None
+    mix: str = None
+    prior: str = "preset"
+    model: ModelPaths = ModelPaths()
+
+    @classmethod
+    def of(cls, preset, seed, mix, prior, model_path, resume_path, **overrides):
+        return cls(preset, overrides, seed, mix, prior, ModelPaths(model_path, resume_path))
+
+
+request_pack = pack("request", Request.of, *option_names(train_options))
 
 
 save_option = click.option(

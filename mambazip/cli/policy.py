@@ -20,6 +20,40 @@ class Skip(Exception):  # noqa: N818 (not an error)
     """An input left alone on purpose: a note, not an error."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Files:
+    """The inputs and how outputs are written, as gzip's options give them."""
+
+    files: tuple
+    output: str = None
+    to_stdout: bool = False
+    force: bool = False
+    keep: bool = False
+    remove: bool = False
+    suffix: str = ".mz"
+    no_name: bool = False
+    quiet: bool = False
+    verbose: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """What a command does with each input: ``run(src, dst, job)`` codes it and returns
+    Stats; ``name_output(path)`` names its output; ``skip(path)`` a note to leave it alone
+    (or None); ``after(job, stats, target)`` once its output is in place; ``rename(path,
+    src)`` names the output from the input's content. ``test``: write nothing;
+    ``binary_in``/``binary_out``: refuse a terminal without -f."""
+
+    run: object
+    name_output: object
+    skip: object = None
+    after: object = None
+    rename: object = None
+    test: bool = False
+    binary_in: bool = False
+    binary_out: bool = False
+
+
 @dataclasses.dataclass
 class _Job:
     """One input: its path (- for stdin), the name shown, its stat and size when known."""
@@ -31,22 +65,20 @@ class _Job:
     size: int = None
 
 
-def each_input(files, output, to_stdout, force, remove, quiet, verbose, run, name_output,
-          test=False, binary_out=False, binary_in=False, skip=None, after=None,
-          rename=None):  # fmt: skip
-    files = files or ("-",)
-    if output is not None and len(files) > 1:
+def each_input(io, work):
+    """``work`` on each input of ``io`` in turn: one line per failure, exit 1 at the end."""
+    files = io.files or ("-",)
+    if io.output is not None and len(files) > 1:
         raise click.UsageError("-o/--output takes one input file")
-    if output is not None and to_stdout:
+    if io.output is not None and io.to_stdout:
         raise click.UsageError("-o and -c exclude each other")
     failed = False
     for path in files:
         try:
             signals.check()
-            _one(path, output, to_stdout, force, remove, verbose, run, name_output, test,
-                 binary_out, binary_in, skip, after, rename)  # fmt: skip
+            _one(path, io, work)
         except Skip as note:
-            if not quiet:
+            if not io.quiet:
                 say(f"note: {note}")
         except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly
             raise
@@ -110,50 +142,50 @@ def refuse_terminal_stdin(force, hint="; use -f to force"):
         raise MambazipError(f"compressed data not read from a terminal{hint}")
 
 
-def _one(path, output, to_stdout, force, remove, verbose, run, name_output, test, binary_out,
-         binary_in, skip, after, rename):  # fmt: skip
+def _one(path, io, work):
     stdin = path == "-"
     if not stdin:
-        _check_input(path, force)
+        _check_input(path, io.force)
     derived = False
-    if test:
+    if work.test:
         target = None
-    elif to_stdout or output == "-" or (stdin and output is None):
+    elif io.to_stdout or io.output == "-" or (stdin and io.output is None):
         target = "-"
     else:
-        if output is None and skip is not None and not force and (note := skip(path)):
+        asked = io.output is None and work.skip is not None and not io.force
+        if asked and (note := work.skip(path)):
             raise Skip(note)
-        derived = output is None
-        target = output or (None if rename else name_output(path))
-    if target == "-" and binary_out and sys.stdout.isatty() and not force:
+        derived = io.output is None
+        target = io.output or (None if work.rename else work.name_output(path))
+    if target == "-" and work.binary_out and sys.stdout.isatty() and not io.force:
         raise MambazipError("compressed data not written to a terminal; use -f to force")
-    if stdin and binary_in:
-        refuse_terminal_stdin(force)
+    if stdin and work.binary_in:
+        refuse_terminal_stdin(io.force)
     job = _Job(path, stdin, "stdin" if stdin else os.path.basename(path))
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if stdin else stack.enter_context(open(path, "rb"))
-        if derived and rename:
-            target = rename(path, src)
+        if derived and work.rename:
+            target = work.rename(path, src)
         job.src_stat = os.fstat(src.fileno()) if _has_fileno(src) else None
         if job.src_stat is not None:
             _refuse_same(path, stdin, target, job.src_stat)
         regular = job.src_stat is not None and stat.S_ISREG(job.src_stat.st_mode)
         job.size = job.src_stat.st_size if regular else None
         if target is None:
-            stats = run(src, Discard(), job)
+            stats = work.run(src, Discard(), job)
         elif target == "-":
-            stats = run(src, sys.stdout.buffer, job)
+            stats = work.run(src, sys.stdout.buffer, job)
             sys.stdout.buffer.flush()
         else:
             mode = job.src_stat.st_mode & 0o777 if regular and not stdin else None
-            with atomic_output(target, force, mode) as dst:
-                stats = run(src, dst, job)
-    if after is not None:
-        after(job, stats, target)
-    if remove and not stdin and target not in (None, "-"):
+            with atomic_output(target, io.force, mode) as dst:
+                stats = work.run(src, dst, job)
+    if work.after is not None:
+        work.after(job, stats, target)
+    if io.remove and not stdin and target not in (None, "-"):
         os.unlink(path)
-    if verbose:
-        _summary(job.name, stats, test)
+    if io.verbose:
+        _summary(job.name, stats, work.test)
 
 
 def _summary(name, stats, test):

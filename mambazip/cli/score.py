@@ -2,6 +2,7 @@
 an HTML page coloured by cost and by which part of the predictor was trusted."""
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -15,12 +16,23 @@ from ..files import atomic_output
 from ..observe import Report
 from ..plan import Layout, Limits, Plan
 from .common import EXIT_HELP, KB, Discard, describe, say
-from .options import memlimit_option, save_option, train_options
+from .options import memlimit_option, pack, request_pack, save_option, train_options
 from .progress import compile_note, progress_bar
 from .start import check_mamba, check_save, load_start, resolve_start, write_model
 
 
+@dataclasses.dataclass(frozen=True)
+class _Outputs:
+    """What score writes besides its report: --per-byte, --html, --save-model."""
+
+    per_byte: str
+    html_path: str
+    save_model: str
+
+
 @click.command(epilog=EXIT_HELP)
+@request_pack
+@pack("outputs", _Outputs, "per_byte", "html_path", "save_model")
 @click.argument("files", nargs=-1, required=True,
                 type=click.Path(dir_okay=False, allow_dash=True))  # fmt: skip
 @train_options
@@ -40,14 +52,14 @@ from .start import check_mamba, check_save, load_start, resolve_start, write_mod
 @memlimit_option
 @click.option("-f", "--force", is_flag=True, help="Overwrite existing outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, no notes.")
-def score(files, preset, seed, prior, model_path, resume_path, as_json, per_byte, html_path,
-          save_model, memlimit, force, quiet, **opts):  # fmt: skip
+def score(files, request, as_json, outputs, memlimit, force, quiet):
     """Run the online loop of compress over FILES and report how well the model predicts
     them, writing no compressed file. bits_per_byte is the ideal code length, the sum of
     -log2 p over every byte (the first predicted after the priming byte 0); coded_bytes is
     what compress would write, header included. --optimizer none: inference only."""
-    given = load_start(model_path, resume_path, quiet, memlimit)
-    start = resolve_start(preset, seed, prior, opts, given, memlimit)
+    given = load_start(request.model, quiet, memlimit)
+    start = resolve_start(request, given, memlimit)
+    per_byte, html_path, save_model = outputs.per_byte, outputs.html_path, outputs.save_model
     check_save(save_model, files, force)
     check_mamba(save_model, start.settings)
     check_save(per_byte, files, force, "--per-byte")

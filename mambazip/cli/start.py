@@ -11,12 +11,13 @@ from ..files import same_file
 from .common import say
 
 
-def load_start(model_path, resume_path, quiet, memlimit=None):
-    """The ``plan.Start`` of --model / --resume (no model: an empty one), its notes said."""
-    if model_path and resume_path:
+def load_start(paths, quiet, memlimit=None):
+    """The ``plan.Start`` of --model / --resume (``options.ModelPaths``; no model: an empty
+    one), its notes said."""
+    if paths.model_path and paths.resume_path:
         raise click.UsageError("--model and --resume exclude each other")
     try:
-        given = plan.from_checkpoint(model_path, resume_path, memlimit)
+        given = plan.from_checkpoint(paths.model_path, paths.resume_path, memlimit)
     except MambazipError as exc:
         raise click.ClickException(str(exc)) from None
     if not quiet:
@@ -25,13 +26,12 @@ def load_start(model_path, resume_path, quiet, memlimit=None):
     return given
 
 
-def resolve_start(preset, seed, prior, opts, given, memlimit):
-    """The run's ``plan.Start`` (``plan.start``): the settings from the preset and ``opts``
-    (the shape, training and --mix options), from the ``given`` model, or else the
-    preset's prior unless --prior none."""
-    mix = opts.pop("mix")
+def resolve_start(request, given, memlimit):
+    """The run's ``plan.Start`` (``plan.start``) for an ``options.Request``, from the
+    ``given`` model, or else the preset's prior unless --prior none."""
     try:
-        return plan.start(preset, opts, seed, mix, given, prior == "preset", memlimit)
+        return plan.start(request.preset, request.overrides, request.seed, request.mix, given,
+                          request.prior == "preset", memlimit)  # fmt: skip
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     except MambazipError as exc:  # the prior: missing or altered

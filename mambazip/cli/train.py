@@ -12,7 +12,7 @@ from ..config import OPTIMIZERS, preset_names
 from ..errors import ConfigError, MambazipError
 from ..files import atomic_output, same_file
 from .common import EXIT_HELP, KB, describe, format_kb, say
-from .options import memlimit_option, recipe_options
+from .options import memlimit_option, pack, recipe_options
 from .progress import compile_note, progress_bar
 
 RESUME_SUFFIX = ".resume"
@@ -42,7 +42,33 @@ def _fraction(ctx, param, value):
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class _Saving:
+    """--save-model, --checkpoint (default: OUT.resume), --checkpoint-every, -f."""
+
+    out: str
+    checkpoint_path: str
+    every: tuple
+    force: bool
+
+    def __post_init__(self):
+        if self.checkpoint_path is None:
+            object.__setattr__(self, "checkpoint_path", self.out + RESUME_SUFFIX)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Course:
+    """--epochs, --resume, --holdout, --between."""
+
+    epochs: int
+    resume_path: str
+    holdout: float
+    between: str
+
+
 @click.command(epilog=EXIT_HELP)
+@pack("saving", _Saving, "out", "checkpoint_path", "every", "force")
+@pack("course", _Course, "epochs", "resume_path", "holdout", "between")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--preset",
@@ -121,30 +147,28 @@ def _fraction(ctx, param, value):
     is_flag=True,
     help="Progress also when stderr is not a terminal (a line every few seconds).",
 )
-def train(inputs, preset, out, epochs, resume_path, holdout, between, checkpoint_path, every,
-          memlimit, force, quiet, verbose, seed, **opts):  # fmt: skip
+def train(inputs, preset, saving, course, memlimit, quiet, verbose, **opts):
     """Train the Mamba of a preset on INPUTS (files, and folders read recursively in sorted
     order), one document after another, with the kernels and online training of compress;
     save it for compress --model OUT. The context models are not trained (they start empty
     in every file). A trainer checkpoint is written as it goes, for --resume."""
     try:
-        settings = plan.start(preset, opts, seed, prior=False).settings
+        settings = plan.start(preset, opts, opts.pop("seed"), prior=False).settings
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    checkpoint_path = checkpoint_path or out + RESUME_SUFFIX
-    _check_outputs(inputs, out, checkpoint_path, resume_path, force)
+    _check_outputs(inputs, saving, course.resume_path)
     try:
-        corpus = trainer.find_documents(inputs, holdout)
-        _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path, every,
-               memlimit, force, quiet, verbose)  # fmt: skip
+        corpus = trainer.find_documents(inputs, course.holdout)
+        _train(corpus, settings, course, saving, memlimit, quiet, verbose)
     except (MambazipError, OSError, MemoryError) as exc:
-        message = str(exc) if isinstance(exc, MambazipError) else describe(out, exc)
+        message = str(exc) if isinstance(exc, MambazipError) else describe(saving.out, exc)
         raise click.ClickException(message) from None
 
 
-def _check_outputs(inputs, out, checkpoint_path, resume_path, force):
+def _check_outputs(inputs, saving, resume_path):
     """Refuse before the work: existing outputs without -f (the trainer checkpoint being
     resumed from is expected to exist), and outputs that are inputs or each other."""
+    out, checkpoint_path, force = saving.out, saving.checkpoint_path, saving.force
     if out == checkpoint_path or same_file(out, checkpoint_path):
         raise click.UsageError("--save-model and --checkpoint name the same file")
     for path in (out, checkpoint_path):
@@ -159,10 +183,10 @@ def _check_outputs(inputs, out, checkpoint_path, resume_path, force):
             raise click.ClickException(f"{path} already exists; use -f to overwrite")
 
 
-def _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path, every,
-           memlimit, force, quiet, verbose):  # fmt: skip
-    if resume_path is not None:
-        run = trainer.Training.resume(resume_path, corpus, settings, between, memlimit)
+def _train(corpus, settings, course, saving, memlimit, quiet, verbose):
+    epochs, between = course.epochs, course.between
+    if course.resume_path is not None:
+        run = trainer.Training.resume(course.resume_path, corpus, settings, between, memlimit)
     else:
         run = trainer.Training(corpus, settings, between or trainer.DEFAULT_BETWEEN)
     mamba = dataclasses.replace(settings, mix=None)  # the context side is not trained
@@ -172,8 +196,8 @@ def _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path,
         say(f"{len(corpus.train)} training documents ({format_kb(run.train_bytes)} an epoch), "
              f"{len(corpus.heldout)} held out ({format_kb(held)}); between documents: "
              f"{run.between}")  # fmt: skip
-    every_bytes, every_seconds = every
-    checkpointer = trainer.Checkpointer(checkpoint_path, every_bytes, every_seconds)
+    every_bytes, every_seconds = saving.every
+    checkpointer = trainer.Checkpointer(saving.checkpoint_path, every_bytes, every_seconds)
     start, learned = time.monotonic(), 0
     while run.position.epoch < epochs:
         epoch = run.position.epoch
@@ -189,9 +213,9 @@ def _train(corpus, settings, out, epochs, resume_path, between, checkpoint_path,
                 line += f", held-out {result:.4f} bits/byte"
             say(line)
     kernel_cache.mark(mamba)
-    with atomic_output(out, force) as f:
+    with atomic_output(saving.out, saving.force) as f:
         f.write(run.model().to_bytes())
     if not quiet:
         seconds = time.monotonic() - start
-        say(f"{out}: saved; {format_kb(learned)} learned in {seconds:.0f} s "
+        say(f"{saving.out}: saved; {format_kb(learned)} learned in {seconds:.0f} s "
              f"({learned / KB / max(seconds, 1e-9):.2f} KB/s)")  # fmt: skip

@@ -27,6 +27,7 @@ import os
 import stat
 import tempfile
 
+from . import signals
 from .errors import MambazipError
 
 
@@ -64,12 +65,20 @@ def atomic_output(path, force=False, mode=None):
         return
     directory = os.path.dirname(os.path.abspath(path))
     prefix = "." + os.path.basename(path) + "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
     if mode is None:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
+    # A signal between creating the file and entering the clean-up below left it behind
+    # (CI: SIGHUP sent as soon as the file appeared); held back, it is raised inside.
+    signals.hold()
     try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
+    except BaseException:
+        signals.release()
+        raise
+    try:
+        signals.release()
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
             yield f

@@ -1,7 +1,8 @@
 """Signals as exceptions, on the ground floor: SIGINT, SIGTERM and SIGHUP raise
 ``Interrupted``, which unwinds through the output's temporary file (removing it); the command
 exits with one line and 128 + the signal's number (130, 143, 129). The entry points install
-the handlers (``entry.py``); the command line and the worker pools call ``check``.
+the handlers (``entry.py``); the command line and the worker pools call ``check``; ``hold``
+and ``release`` put off a signal over a step that must not be cut.
 
 Interrupting Numba while it compiles or loads its cache breaks LLVM objects (and inside its
 ctypes callbacks the exception is swallowed): there the signal is only recorded, and
@@ -35,12 +36,13 @@ class Interrupted(BaseException):
 
 
 _seen = []
+_held = []
 
 
 def _handler(signum, frame):
     first = not _seen
     _seen.append(signum)
-    if first and not _inside_numba(frame):
+    if first and not _held and not _inside_numba(frame):
         raise Interrupted(signum)
 
 
@@ -58,9 +60,24 @@ def check(*_):
         raise Interrupted(_seen[0])
 
 
+def hold():
+    """Only record signals until ``release``: for a step whose interruption would leave
+    something behind that no clean-up knows of yet, such as a temporary file created but not
+    yet named to its caller. (Blocking them with pthread_sigmask would hold them back from
+    this thread only; the kernel hands them to any other.)"""
+    _held.append(True)
+
+
+def release():
+    """End ``hold``; raise ``Interrupted`` if a signal came meanwhile (or before)."""
+    _held.pop()
+    check()
+
+
 def install():
     """Install the handlers; returns what to give ``restore``."""
     _seen.clear()
+    _held.clear()
     return {signum: signal.signal(signum, _handler) for signum in MESSAGES}
 
 

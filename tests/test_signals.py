@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from conftest import TINY_FLAGS
 
 import mambazip
+from mambazip import files, signals
 
 MESSAGES = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
 
@@ -121,3 +123,28 @@ def test_signal_during_start_up_imports_prints_one_line_and_no_traceback(
     assert code == 128 + signum, stderr
     assert stderr == f"mambazip: {MESSAGES[signum]}\n"
     assert not sample_file.with_name("sample.txt.mz").exists()
+
+
+def test_a_signal_as_the_temporary_file_is_created_still_removes_it(tmp_path, monkeypatch):
+    """The window CI hit: SIGHUP sent the moment the temporary file appeared, before the
+    clean-up that removes it was entered. Here the signal comes from inside mkstemp itself,
+    right after the file is created."""
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp_then_signal(*args, **kwargs):
+        created = real_mkstemp(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGHUP)
+        return created
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_signal)
+    previous = signals.install()
+    try:
+        with (
+            pytest.raises(signals.Interrupted) as stopped,
+            files.atomic_output(tmp_path / "out.mz") as f,
+        ):
+            f.write(b"never")
+    finally:
+        signals.restore(previous)
+    assert stopped.value.signum == signal.SIGHUP
+    assert list(tmp_path.iterdir()) == []

@@ -277,6 +277,15 @@ def peak_rss(*args):
     return int(code), proc.stderr.decode(), int(kib) << 10
 
 
+def start_up_rss(tmp_path):
+    """Peak RSS of a ``convert`` that fails at once (no such model): what importing numpy,
+    numba and our kernels costs in this environment (145 MB here; CI's run of af8cd18 saw
+    198 MB for the failing convert of a bomb, so this is measured, not assumed)."""
+    code, _, peak = peak_rss("convert", tmp_path / "no-such-model", tmp_path / "none.st")
+    assert code == 1
+    return peak
+
+
 def test_a_zip_bomb_of_the_wrong_shape_is_refused_before_it_is_inflated(tmp_path):
     # A pytorch_model.bin of under a MB whose in_proj storage inflates to 512 MiB, a tensor
     # of (16 M, 8) where config.json wants (32, 8). It fitted the old 2 GiB default (raw,
@@ -297,7 +306,7 @@ def test_a_zip_bomb_of_the_wrong_shape_is_refused_before_it_is_inflated(tmp_path
     )
     assert not out.exists()
     # What importing numpy, numba and our kernels costs, and nothing of the 512 MiB.
-    assert peak < (chunks << 24) // 3, peak
+    assert peak < start_up_rss(tmp_path) + ((chunks << 24) >> 4), peak
     budget = hf.budget_for(path)
     with pytest.raises(CheckpointError, match=r"has shape \(16777216, 8\), expected \(32, 8\)"):
         hf.load_weights(str(path.parent), budget=budget)
@@ -532,7 +541,7 @@ def test_a_wrong_shape_in_a_large_safetensors_file_costs_no_memory(tmp_path):
     line = assert_one_line(code, b"", stderr)
     assert f"tensor {X_PROJ} has shape (8388608, 16), expected (9, 16)" in line
     assert not out.exists()
-    assert peak < hole // 3, peak
+    assert peak < start_up_rss(tmp_path) + (hole >> 4), peak
 
 
 @pytest.mark.parametrize("dtype", ["I32", "U8", "BOOL"])

@@ -172,19 +172,30 @@ _LATER = {"contexts": (), "found_sel": False, "sse": False}
 # (advance_byte) µs/byte, vs 1.8867 at 25.8 / 26.0 for MixConfig(); 76.0 MB. Whole files
 # (scripts/bench_predictor.py --preset fast): enwik6 1.8365 at 19.1 / 21.3, book1 2.1167 at
 # 18.7 / 21.3 µs/byte.
-FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8)
+# Twelfth session, 2026-12-03: the extra contexts, the found-count weight set and the SSE pair,
+# chosen on 256 KB prefixes (benchmarks/sweep-2026-12-03-context.md). The context side alone
+# with DEFAULT's tables, enwik6/book1/alice29.txt/obj2: 1.9393/2.2889/1.9643/1.8629 ->
+# 1.9075/2.2406/1.9205/1.7971 bits/byte; FAST's (classes and the found set only):
+# 1.9434/2.2913/1.9657/1.9661 -> 1.9168/2.2712/1.9506/1.8903. The whole default preset (its
+# Mamba from the seeded init): enwik6/book1/alice29.txt 1.8841/2.2552/1.9387 -> 1.8712/2.2191/
+# 1.9063. MAX leaves out the SSE pair: with its 2^20 APM contexts it takes 71 MB and the
+# preset would pass the default --memlimit (768 MiB), for 0.001-0.003 bits/byte.
+TEXT_CONTEXTS = ("classes", "column", "word3")
+FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
+                 contexts=("classes",), found_sel=True)  # fmt: skip
 # DEFAULT, the mix: the Mamba's weight set by whether the match model expects its byte, an APM
 # keyed by its expected byte, its inputs stepping at 4/2^14. First 300 KB of enwik6 / book1 and
 # alice29.txt: 1.9027 / 2.2324 / 1.9307 bits/byte at ~28 µs/byte in the experiment script
 # (MixConfig(mamba=True): 1.9052 / 2.2386 / 1.9350; the same with full_log 8, slot_log 10:
 # 1.9006 / 2.2312 / 1.9291 at ~31 µs/byte). Alone on the machine, enwik6[:300K]: 27.1 (advance)
 # / 28.2 (advance_byte) µs/byte; 185.4 MB.
-DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8)
+DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
+                    contexts=TEXT_CONTEXTS, found_sel=True, sse=True)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(
     mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, ctx_log=24, match_log=24, apm_log=20,
-    full_log=24, slot_log=24,
+    full_log=24, slot_log=24, contexts=TEXT_CONTEXTS, found_sel=True,
 )  # fmt: skip
 # Small tables for tests: compiles the same kernels, allocates 5.3 MB.
 SMALL = MixConfig(ctx_log=14, hist_log=16, match_log=12, apm_log=10)

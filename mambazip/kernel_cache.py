@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numba
 
-from .workers import code_digest
+from .workers import digest_of
 
-_KERNELS = Path(__file__).resolve().parent / "kernels"
+_PACKAGE = Path(__file__).resolve().parent
+_KERNELS = _PACKAGE / "kernels"
 
 
 def loops(settings):
@@ -37,7 +38,9 @@ def _folder():
 
 
 def _marker(name):
-    return _folder() / f"mambazip-{name}-{code_digest()[:16]}-numba-{numba.__version__}"
+    # Not workers.code_digest: it is cached on first use, and calling it here would fix the
+    # digest a Dask cluster's workers are checked against long before the cluster starts.
+    return _folder() / f"mambazip-{name}-{digest_of(_PACKAGE)[:16]}-numba-{numba.__version__}"
 
 
 def cached(settings):

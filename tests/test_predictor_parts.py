@@ -116,11 +116,13 @@ def test_order2_model_becomes_confident_on_a_period_3_sequence():
     x = np.zeros((256, 1), np.int32)
     midx = np.zeros((256, 1), np.int32)
     bmask = (1 << 10) // 4 - 1
+    # No bit histories: hst and hmaps empty, column 0.
+    hs = (np.zeros((0, 16), np.uint8), np.zeros(0, np.int32), np.zeros((256, 1), np.int32), 0)
     probs = []
     for byte in b"abc" * 200:
-        predict_first(x, midx, tbl, maps, h.ctxh, bmask)
+        predict_first(x, midx, tbl, maps, h.ctxh, bmask, hs)
         for nib in range(16):
-            predict_second(x, midx, tbl, maps, h.ctxh, bmask, nib, True)
+            predict_second(x, midx, tbl, maps, h.ctxh, bmask, nib, True, hs)
         p, node = 1.0, 1
         for d in range(8):
             bit = (byte >> (7 - d)) & 1
@@ -128,7 +130,7 @@ def test_order2_model_becomes_confident_on_a_period_3_sequence():
             p *= p1 if bit else 1 - p1
             node = 2 * node + bit
         probs.append(p)
-        update_contexts(tbl, maps, midx, h.ctxh, bmask, byte, 14, 255)
+        update_contexts(tbl, maps, midx, h.ctxh, bmask, byte, 14, 255, hs)
         h.push(byte)
     assert probs[0] < 0.01  # nothing known yet
     assert min(probs[-30:]) > 0.95

@@ -1,7 +1,9 @@
-"""The text side of the context models (issue 21, items 4-6 in part): the extra contexts chosen
+"""The text side of the context models (issue 21, items 3-6 in part): the extra contexts chosen
 in ``mix.contexts`` (orders 7 and 8, three words, the word before the last, column and the byte
-above, character classes), the weight set by how many models know their context, and the two
-more APMs of ``mix.sse``. Each is off by default, so files written before them keep their bits."""
+above, character classes), the weight set by how many models know their context, the two more
+APMs of ``mix.sse``, each node's bit history (``mix.histories``) and ``mix.level`` 1, which
+turns on a set of them in one field. Each is off by default, so files written before them keep
+their bits."""
 
 import dataclasses
 
@@ -10,7 +12,14 @@ import pytest
 
 from mambazip.errors import ConfigError
 from mambazip.predictor import SMALL, ContextMixer, MixConfig
-from mambazip.predictor.config import EXTRA_KINDS
+from mambazip.predictor.config import EXTRA_KINDS, TEXT_CONTEXTS
+from mambazip.predictor.context import (
+    HISTORY_STATES,
+    _make_slot,
+    history_map_init,
+    history_next,
+    slot_key,
+)
 from mambazip.predictor.history import (
     KIND_CODES,
     M1,
@@ -35,7 +44,9 @@ from mambazip.predictor.loop import (
 
 MASK64 = (1 << 64) - 1
 SIZES = layout(SMALL)  # of the history's arrays
-EVERYTHING = dataclasses.replace(SMALL, contexts=EXTRA_KINDS, found_sel=True, sse=True)
+EVERYTHING = dataclasses.replace(
+    SMALL, contexts=EXTRA_KINDS, found_sel=True, sse=True, histories=True
+)
 
 
 def _history(text, hist_log=8):
@@ -156,7 +167,7 @@ def test_the_codes_of_the_first_kinds_are_those_files_were_written_with():
 
 
 def test_new_fields_are_left_out_of_the_settings_at_their_defaults():
-    assert set(SMALL.to_dict()).isdisjoint({"contexts", "found_sel", "sse"})
+    assert set(SMALL.to_dict()).isdisjoint({"contexts", "found_sel", "sse", "histories", "level"})
     assert MixConfig.from_dict(SMALL.to_dict()) == SMALL
     data = EVERYTHING.to_dict()
     assert data["contexts"] == list(EXTRA_KINDS)  # JSON's form
@@ -224,3 +235,58 @@ def test_decoder_steps_equal_advance_with_every_text_part(nibbles):
         dec.advance_byte(byte)
     assert np.array_equal(dec.freq, enc.freq)
     assert -np.log2(p).sum() / data.size < 3.0  # it learns the repeats
+
+
+def test_a_bit_history_keeps_a_leading_1_and_the_last_6_bits():
+    h = 0
+    seen = []
+    for bit in (1, 0, 1, 1, 0, 0, 1, 1):
+        h = history_next(h, bit)
+        seen.append(int(h))
+    assert seen == [0b11, 0b110, 0b1101, 0b11011, 0b110110, 0b1101100, 0b1011001, 0b1110011]
+    assert max(seen) < HISTORY_STATES
+
+
+def test_history_maps_start_at_the_share_of_ones_they_hold():
+    hmaps = np.zeros(2 * HISTORY_STATES, np.int32)
+    history_map_init(hmaps)
+    p12 = hmaps >> 19
+    assert p12[0] == 2048  # nothing seen
+    assert p12[0b101] == 2048  # bits 0, 1: (1 + 1/2) / 3
+    assert p12[0b111] == 4096 * 5 // 6  # bits 1, 1: (2 + 1/2) / 3
+    assert p12[0b1000000] == 4096 // 14  # six 0s: (0 + 1/2) / 7
+    assert p12[HISTORY_STATES + 0b111] == p12[0b111]  # every model's map alike
+
+
+def test_a_fresh_slot_clears_the_bit_histories_it_replaces():
+    tbl = np.zeros((8, 16), np.uint16)
+    hst = np.full((8, 16), 7, np.uint8)
+    key = slot_key(np.uint64(12345), -1)
+    for s, n in enumerate((5, 2, 9, 4)):  # bucket 0: four slots in use, slot 1 the least used
+        tbl[s, 0], tbl[s, 1] = 100 + s, (2048 << 4) | n
+    s = _make_slot(tbl, key & np.uint64(~(np.uint64(1) << np.uint64(32))), 1, hst, True)
+    assert s == 1 and tbl[1, 1] == 0
+    assert hst[1].tolist() == [0] * 16
+    assert (hst[[0, 2, 3]] == 7).all()
+    again = _make_slot(tbl, key & np.uint64(~(np.uint64(1) << np.uint64(32))), 1, hst, True)
+    assert again == 1  # found, not replaced
+
+
+def test_level_1_is_the_text_contexts_the_found_set_the_sse_pair_and_the_histories():
+    level = dataclasses.replace(SMALL, level=1)
+    fields = dataclasses.replace(
+        SMALL, contexts=TEXT_CONTEXTS, found_sel=True, sse=True, histories=True
+    )
+    assert level.context_kinds == fields.context_kinds
+    data = np.frombuffer(b"level one, level two\n" * 40, np.uint8)
+    a, b = ContextMixer(level, nibbles=True), ContextMixer(fields, nibbles=True)
+    a.prime()
+    b.prime()
+    assert np.array_equal(a.advance(data)[0], b.advance(data)[0])
+    assert level.memory_bytes() == fields.memory_bytes()
+
+
+def test_level_1_with_a_context_it_already_has_is_refused():
+    with pytest.raises(ConfigError, match="repeats column"):
+        MixConfig.from_dict({**SMALL.to_dict(), "level": 1, "contexts": ["o8", "column"]})
+    assert MixConfig.from_dict({**SMALL.to_dict(), "level": 1, "contexts": ["o8"]}).level == 1

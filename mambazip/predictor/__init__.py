@@ -16,6 +16,7 @@ import numpy as np
 from .apm import apm_init
 from .combiner import W_ONE, combiner_init
 from .config import DEFAULT, FAST, MAX, SMALL, MixConfig
+from .context import history_map_init
 from .counters import map_init
 from .history import KIND_CODES
 from .loop import (
@@ -28,6 +29,7 @@ from .loop import (
     D_FLR,
     D_FOUND,
     D_FULL_LOG,
+    D_HCOL,
     D_HMASK,
     D_LR,
     D_MAMBA,
@@ -51,6 +53,7 @@ from .loop import (
     V_APMM,
     V_APMS,
     V_FREQ,
+    V_HMAPS,
     V_INBYTE,
     V_INPDF,
     V_KINDS,
@@ -60,6 +63,7 @@ from .loop import (
     V_W,
     V_WF,
     allocate,
+    context_columns,
     n_inputs,
     prime,
     run,
@@ -116,7 +120,7 @@ class ContextMixer:
         dims = np.zeros(N_DIMS, np.int64)
         dims[D_NCTX] = len(cfg.context_kinds)
         dims[D_NIN] = n_inputs(cfg)
-        dims[D_NSETS] = 3 + cfg.mamba + cfg.found_sel
+        dims[D_NSETS] = 3 + cfg.mamba + cfg.found_set
         dims[D_MATCH] = cfg.match
         dims[D_MAMBA] = cfg.mamba
         dims[D_FINAL] = cfg.final
@@ -136,8 +140,9 @@ class ContextMixer:
         dims[D_MSEL] = cfg.mamba_sel
         dims[D_MLR] = cfg.mamba_lr
         dims[D_MEAPM] = cfg.mamba_eapm
-        dims[D_FOUND] = cfg.found_sel
-        dims[D_SSE] = cfg.sse
+        dims[D_FOUND] = cfg.found_set
+        dims[D_SSE] = cfg.sse_pair
+        dims[D_HCOL] = len(cfg.context_kinds) if cfg.bit_histories else 0
         return dims
 
     def _init_tables(self, cfg):
@@ -147,20 +152,24 @@ class ContextMixer:
         parts = view(b, offs, V_PARTS)
         parts[:] = -1  # the bias column belongs to no part
         parts[: len(kinds)] = np.arange(len(kinds))
-        col, part = len(kinds), len(kinds)
+        if cfg.bit_histories:
+            parts[len(kinds) : 2 * len(kinds)] = np.arange(len(kinds))
+        col, part = context_columns(cfg), len(kinds)
         for on in (cfg.match, cfg.mamba):
             if on:
                 parts[col : col + 2] = part
                 col, part = col + 2, part + 1
         map_init(view(b, offs, V_MAPS))
+        history_map_init(view(b, offs, V_HMAPS))
         for v in (V_APM1, V_APM2, V_APMM, V_APME, V_APMS):
             apm_init(view(b, offs, v))
         nin = n_inputs(cfg)
         w = view(b, offs, V_W).reshape(-1, nin)
         combiner_init(w, W_ONE // 4)
         w[:, nin - 1] = 0
+        w[:, len(kinds) : context_columns(cfg)] = 0
         if cfg.mamba:
-            mcol = len(kinds) + 2 * cfg.match
+            mcol = context_columns(cfg) + 2 * cfg.match
             w[:, mcol : mcol + 2] = W_ONE * cfg.mamba_w0 // 64
         combiner_init(view(b, offs, V_WF), W_ONE // int(self.dims[D_NSETS]))
 

@@ -19,6 +19,9 @@ WORD_KINDS = ("word", "word2")  # current word; current and previous word
 SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back alone
 # Chosen one by one in ``contexts``, after the others (history.py says what each hashes).
 EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass")
+# What level 1 adds, in one field a header spells in a few bytes: these contexts (before
+# ``contexts``), the found set, the SSE pair and the bit histories.
+TEXT_CONTEXTS = ("classes", "column", "word3")
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -45,6 +48,7 @@ _INT_BOUNDS = {
     # An APM after the combiner keyed by the node and (1) the Mamba's expected byte or (2) its
     # node probability quantised to 32 stretch buckets; 0: none.
     "mamba_eapm": (0, 2),
+    "level": (0, 1),
 }
 _BOOL_FIELDS = (
     "mamba",
@@ -55,6 +59,7 @@ _BOOL_FIELDS = (
     "apm",
     "found_sel",
     "sse",
+    "histories",
 )
 
 
@@ -88,6 +93,8 @@ class MixConfig:
     contexts: tuple = ()  # more context models, from EXTRA_KINDS
     found_sel: bool = False  # a weight set by how many context models know their context
     sse: bool = False  # with apm: two more APMs, order-3 hashed and by the match state
+    histories: bool = False  # each context node's last bits, a second input per model
+    level: int = 0  # 1: TEXT_CONTEXTS, found_sel, sse and histories, whatever those fields say
 
     def __post_init__(self):
         if isinstance(self.contexts, list):  # as JSON gives it back
@@ -101,6 +108,10 @@ class MixConfig:
                 f"mix.contexts must be distinct names from {', '.join(EXTRA_KINDS)}, "
                 f"got {self.contexts!r}"[:300]
             )
+        if isinstance(self.level, int) and self.level >= 1:
+            again = sorted(set(self.contexts) & set(TEXT_CONTEXTS))
+            if again:
+                raise ConfigError(f"mix.contexts repeats {', '.join(again)}, which level 1 has")
         for name in _BOOL_FIELDS:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"mix.{name} must be true or false, got {getattr(self, name)!r}")
@@ -117,7 +128,20 @@ class MixConfig:
             kinds += WORD_KINDS
         if self.sparse:
             kinds += SPARSE_KINDS
-        return kinds + self.contexts
+        return kinds + (TEXT_CONTEXTS if self.level >= 1 else ()) + self.contexts
+
+    @property
+    def found_set(self):
+        """Whether the weight set by the found count is on (found_sel or level 1)."""
+        return self.found_sel or self.level >= 1
+
+    @property
+    def sse_pair(self):
+        return self.sse or self.level >= 1
+
+    @property
+    def bit_histories(self):
+        return self.histories or self.level >= 1
 
     @property
     def part_names(self):
@@ -159,7 +183,7 @@ class MixConfig:
 
 
 # Fields added after format version 5's presets, with the values that keep older bits.
-_LATER = {"contexts": (), "found_sel": False, "sse": False}
+_LATER = {"contexts": (), "found_sel": False, "sse": False, "histories": False, "level": 0}
 
 
 # Presets (bits/byte measured by /tmp-side runs of advance over 4 KB chunks with the default
@@ -178,9 +202,9 @@ _LATER = {"contexts": (), "found_sel": False, "sse": False}
 # 1.9075/2.2406/1.9205/1.7971 bits/byte; FAST's (classes and the found set only):
 # 1.9434/2.2913/1.9657/1.9661 -> 1.9168/2.2712/1.9506/1.8903. The whole default preset (its
 # Mamba from the seeded init): enwik6/book1/alice29.txt 1.8841/2.2552/1.9387 -> 1.8712/2.2191/
-# 1.9063. MAX leaves out the SSE pair: with its 2^20 APM contexts it takes 71 MB and the
-# preset would pass the default --memlimit (768 MiB), for 0.001-0.003 bits/byte.
-TEXT_CONTEXTS = ("classes", "column", "word3")
+# 1.9063; with the bit histories and combiner_lr 4 (level 1) 1.8704/2.2176/1.9095, obj2
+# 1.6221 -> 1.6043. MAX leaves out the SSE pair (71 MB at its apm_log 20) and the histories
+# (256 MiB beside 2^24 slots): either would pass the default --memlimit (768 MiB).
 FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
                  contexts=("classes",), found_sel=True)  # fmt: skip
 # DEFAULT, the mix: the Mamba's weight set by whether the match model expects its byte, an APM
@@ -190,7 +214,7 @@ FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
 # 1.9006 / 2.2312 / 1.9291 at ~31 µs/byte). Alone on the machine, enwik6[:300K]: 27.1 (advance)
 # / 28.2 (advance_byte) µs/byte; 185.4 MB.
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
-                    contexts=TEXT_CONTEXTS, found_sel=True, sse=True)  # fmt: skip
+                    level=1, combiner_lr=4)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

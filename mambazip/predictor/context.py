@@ -8,6 +8,11 @@ Arrays (S = 2^ctx_log slots shared by all context models, C context models, NIN 
     ctxh (C,) uint64       the context hashes of the next byte (history.context_hashes)
     x (256, NIN) int32     combiner inputs per node; model i writes column i
     midx (256, C) int32    adaptive-map entry each model used at each node (for the update)
+With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol):
+    hst (S, 16) uint8      beside each slot, its nodes' bit histories (history_next)
+    hmaps (C * 128,) int32 one adaptive map per model from a bit history to p
+    hidx (256, C) int32    the history-map entry each model used at each node
+    hcol                   x column of model 0's history input (C; 0: no histories)
 
 The first nibble of the byte lives in slot key(h); the second in key(h, first nibble). To predict
 all 255 nodes a model reads its first slot and the 16 possible second slots (read only; a slot
@@ -25,6 +30,7 @@ from .history import M1, fmix
 
 u64 = np.uint64
 BUCKET = 4  # slots per bucket
+HISTORY_STATES = 128  # bit histories of a node: 0, or a leading 1 and up to 6 bits
 S32 = u64(32)
 
 # NODE2[nib, j]: byte-tree node of local node j (1..15) of the second-nibble slot for nib.
@@ -77,27 +83,74 @@ def make_slot(tbl, key, bmask):
 
 
 @kernel
-def _read(x, midx, maps, i, node, state):
-    m = i * MAP_SIZE + map_index(state)
-    midx[node, i] = m
-    x[node, i] = stretch(map_p(maps, m))
+def history_next(h, bit):
+    """A node's bit history (uint8) after bit: a leading 1 then the last bits seen, at most
+    6 of them; 0 = none yet."""
+    h = np.int64(h)
+    if h == 0:
+        h = 1
+    h = (h << 1) | bit
+    if h >= 128:
+        h = (h & 63) | 64
+    return np.uint8(h)
 
 
 @kernel
-def predict_first(x, midx, tbl, maps, ctxh, bmask):
+def history_map_init(hmaps):
+    """Each history's map entry starts at (ones + 1/2) / (bits + 1) of the bits it holds."""
+    for e in range(hmaps.size):
+        h = e % HISTORY_STATES
+        p12 = 2048
+        if h >= 2:
+            bits = 0
+            ones = 0
+            while h > 1:
+                ones += h & 1
+                bits += 1
+                h >>= 1
+            p12 = (4096 * (2 * ones + 1)) // (2 * bits + 2)
+        hmaps[e] = np.int32(p12 << 19)
+
+
+@kernel
+def _read(x, midx, maps, i, node, state, hs, h):
+    """Model i's inputs at node: its counter state through its adaptive map; with the bit
+    histories (hs.hcol > 0), also its bit history h through its history map, in column
+    hcol + i."""
+    m = i * MAP_SIZE + map_index(state)
+    midx[node, i] = m
+    x[node, i] = stretch(map_p(maps, m))
+    hmaps, hidx, hcol = hs[1], hs[2], hs[3]
+    if hcol > 0:
+        e = i * HISTORY_STATES + np.int64(h)
+        hidx[node, i] = e
+        x[node, hcol + i] = stretch(map_p(hmaps, e))
+
+
+@kernel_inline
+def _history(hs, s, j):
+    """Slot s's bit history at local node j (0 without histories: hst is then empty)."""
+    return hs[0][s, j] if hs[3] > 0 else np.uint8(0)
+
+
+@kernel
+def predict_first(x, midx, tbl, maps, ctxh, bmask, hs):
     """Inputs x[1..15, i] of every context model i: the first nibble's nodes. Returns how many
-    models have seen their context."""
+    models have seen their context. hs: (hst, hmaps, hidx, hcol), the bit histories."""
     found = 0
     for i in range(ctxh.shape[0]):
         s = find_slot(tbl, slot_key(ctxh[i], -1), bmask)
         found += s >= 0
         for node in range(1, 16):
-            _read(x, midx, maps, i, node, tbl[s, node] if s >= 0 else 0)
+            if s >= 0:
+                _read(x, midx, maps, i, node, tbl[s, node], hs, _history(hs, s, node))
+            else:
+                _read(x, midx, maps, i, node, 0, hs, 0)
     return found
 
 
 @kernel
-def predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup):
+def predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup, hs):
     """Inputs of every context model at the 15 nodes below first nibble nib; without lookup
     (a subtree too unlikely to be worth a cache miss) every model gives its never-seen input.
     Returns how many models have seen their context followed by nib."""
@@ -106,23 +159,41 @@ def predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup):
         s = find_slot(tbl, slot_key(ctxh[i], nib), bmask) if lookup else -1
         found += s >= 0
         for j in range(1, 16):
-            _read(x, midx, maps, i, NODE2[nib, j], tbl[s, j] if s >= 0 else 0)
+            if s >= 0:
+                _read(x, midx, maps, i, NODE2[nib, j], tbl[s, j], hs, _history(hs, s, j))
+            else:
+                _read(x, midx, maps, i, NODE2[nib, j], 0, hs, 0)
     return found
 
 
 @kernel
-def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, map_limit):
+def _make_slot(tbl, key, bmask, hst, histories):
+    """make_slot; a fresh slot's bit histories are cleared too (a slot in use always has a
+    count at its local node 1, which its first update sets)."""
+    s = make_slot(tbl, key, bmask)
+    if histories and tbl[s, 1] == 0:
+        hst[s, :] = 0
+    return s
+
+
+@kernel
+def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, map_limit, hs):
     """Learn byte on its 8 nodes: each model's adaptive map at the entry it used, and its
-    counters (creating the two slots if needed)."""
+    counters (creating the two slots if needed); with the bit histories, each model's history
+    map and the node's history."""
+    hst, hmaps, hidx, histories = hs[0], hs[1], hs[2], hs[3] > 0
     for i in range(ctxh.shape[0]):
         h = ctxh[i]
-        s = make_slot(tbl, slot_key(h, -1), bmask)
+        s = _make_slot(tbl, slot_key(h, -1), bmask, hst, histories)
         node = 1
         for k in range(8):
             if k == 4:
-                s = make_slot(tbl, slot_key(h, node - 16), bmask)
+                s = _make_slot(tbl, slot_key(h, node - 16), bmask, hst, histories)
             bit = (byte >> (7 - k)) & 1
             map_update(maps, midx[node, i], bit, map_limit)
             j = node if k < 4 else NODE2_LOCAL[node]
             tbl[s, j] = counter_next(tbl[s, j], bit, counter_limit)
+            if histories:
+                map_update(hmaps, hidx[node, i], bit, map_limit)
+                hst[s, j] = history_next(hst[s, j], bit)
             node = 2 * node + bit

@@ -44,7 +44,7 @@ from ..kernels.step import FREQ_TOTAL
 from .apm import apm_predict, apm_update
 from .byte_pdf import node_prob, node_sums
 from .combiner import combine, train
-from .context import NODE2, predict_first, predict_second, update_contexts
+from .context import HISTORY_STATES, NODE2, predict_first, predict_second, update_contexts
 from .counters import MAP_SIZE, squash, stretch
 from .history import N_ORDERS, back, context_hashes, fmix, history_push
 from .match import length_bucket, match_advance, match_inputs, update_match_map
@@ -90,12 +90,16 @@ VIEWS = (
     ("nmass", "i64"),
     ("found", "i64"),
     ("apms", "u16"),
+    ("hst", "u8"),
+    ("hmaps", "i32"),
+    ("hidx", "i32"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
  V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_MODE, V_HSTATE, V_MSTATE,
  V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE, V_INBYTE, V_INPDF,
- V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS) = range(len(VIEWS))  # fmt: skip
+ V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
+ V_HST, V_HMAPS, V_HIDX) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -108,8 +112,8 @@ N_FINAL_ROWS = 8  # final weights by depth
 # Positions in the int64 ``dims`` array.
 (D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
- D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE) = range(25)  # fmt: skip
-N_DIMS = 25
+ D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL) = range(26)  # fmt: skip
+N_DIMS = 26
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
 N_APMS = 6
@@ -117,8 +121,13 @@ N_APMS = 6
 DEPTH = np.array([0] + [n.bit_length() - 1 for n in range(1, 256)], np.int64)
 
 
+def context_columns(cfg):
+    """Combiner inputs of the context models: one each, two with their bit histories."""
+    return len(cfg.context_kinds) * (2 if cfg.bit_histories else 1)
+
+
 def n_inputs(cfg):
-    return len(cfg.context_kinds) + 2 * cfg.match + 2 * cfg.mamba + 1
+    return context_columns(cfg) + 2 * cfg.match + 2 * cfg.mamba + 1
 
 
 def layout(cfg):
@@ -163,7 +172,10 @@ def layout(cfg):
         "nfreq": 32,
         "nmass": 32,
         "found": 2,
-        "apms": ((1 << cfg.apm_log) + MATCH_APM) * 33 if cfg.apm and cfg.sse else 0,
+        "apms": ((1 << cfg.apm_log) + MATCH_APM) * 33 if cfg.apm and cfg.sse_pair else 0,
+        "hst": (1 << cfg.ctx_log) * 16 if cfg.bit_histories else 0,
+        "hmaps": C * HISTORY_STATES if cfg.bit_histories else 0,
+        "hidx": 256 * C,
     }
 
 
@@ -193,6 +205,14 @@ def view(buffers, offs, v):
 @driver_inline
 def _carve(buf, offs, v):
     return buf[offs[v, 0] : offs[v, 0] + offs[v, 1]]
+
+
+@driver_inline
+def _histories(u8, i32, offs, dims):
+    """context.py's hs: the bit histories' views and column (0: none)."""
+    nctx = dims[D_NCTX]
+    return (_carve(u8, offs, V_HST).reshape((-1, 16)), _carve(i32, offs, V_HMAPS),
+            _carve(i32, offs, V_HIDX).reshape((256, nctx)), dims[D_HCOL])  # fmt: skip
 
 
 @kernel
@@ -261,6 +281,7 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
     apmm, apme = _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME)
     expected, tree = _carve(i64, offs, V_EXPECTED), _carve(f64, offs, V_TREE)
     found = _carve(i64, offs, V_FOUND)
+    hs = _histories(u8, i32, offs, dims)
 
     tbl, maps = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS)
     ctxh, bmask = _carve(u64b, offs, V_CTXH), dims[D_BMASK]
@@ -277,11 +298,11 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
         if use_pdf:
             expected[0] = node_sums(tree, pdf)
         mass[1] = FREQ_TOTAL
-        found[0] = predict_first(x, midx, tbl, maps, ctxh, bmask)
+        found[0] = predict_first(x, midx, tbl, maps, ctxh, bmask, hs)
     for nib in range(first, last + 1):
         if nib >= 0:
             lookup = mass[16 + nib] >= slot_mass
-            found[1] = predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup)
+            found[1] = predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup, hs)
         for j in range(1, 16):
             node = j if nib < 0 else NODE2[nib, j]
             if use_pdf:
@@ -328,7 +349,7 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
     set alone, no APM: cheaper, and it rarely costs a bit."""
     nctx, nin, nsets = dims[D_NCTX], dims[D_NIN], dims[D_NSETS]
     depth = DEPTH[node]
-    col = nctx
+    col = nctx * (2 if dims[D_HCOL] else 1)
     match_sel = 0
     if dims[D_MATCH]:
         e = match_inputs(x, col, mstate, mmap, node, depth)
@@ -425,7 +446,7 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     parts, mode = _carve(i64, offs, V_PARTS), _carve(i32, offs, V_MODE)
     lr, rate = dims[D_LR], dims[D_APM_RATE]
     mlr = dims[D_MLR] if dims[D_MLR] else lr
-    mcol = nctx + 2 * dims[D_MATCH]
+    mcol = nctx * (2 if dims[D_HCOL] else 1) + 2 * dims[D_MATCH]
     mhi = mcol + 2 if dims[D_MAMBA] else mcol
     node = 1
     for d in range(8):
@@ -466,7 +487,7 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     update_contexts(
         _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS),
         _carve(i32, offs, V_MIDX).reshape((256, nctx)), ctxh, dims[D_BMASK], byte,
-        dims[D_CLIMIT], dims[D_MLIMIT],
+        dims[D_CLIMIT], dims[D_MLIMIT], _histories(u8, i32, offs, dims),
     )  # fmt: skip
     hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
     mstate = _carve(i64, offs, V_MSTATE)

@@ -12,7 +12,7 @@ import pytest
 
 from mambazip.errors import ConfigError
 from mambazip.predictor import SMALL, ContextMixer, MixConfig
-from mambazip.predictor.config import EXTRA_KINDS, TEXT_CONTEXTS
+from mambazip.predictor.config import EXTRA_KINDS, LEVEL1_CONTEXTS
 from mambazip.predictor.context import (
     HISTORY_STATES,
     _make_slot,
@@ -32,21 +32,26 @@ from mambazip.predictor.history import (
 from mambazip.predictor.loop import (
     MATCH_APM,
     N_APMS,
+    N_FINAL_ROWS,
+    ROW_C2,
     ROW_FOUND,
     V_AIDX,
     V_FOUND,
     V_SEL,
     V_SF,
+    V_WF,
     allocate,
     layout,
     view,
 )
+from mambazip.predictor.match import match_context
 
 MASK64 = (1 << 64) - 1
 SIZES = layout(SMALL)  # of the history's arrays
 EVERYTHING = dataclasses.replace(
-    SMALL, contexts=EXTRA_KINDS, found_sel=True, sse=True, histories=True
-)
+    SMALL, contexts=EXTRA_KINDS, found_sel=True, sse=True, histories=True, c2_sel=True,
+    final_sel=1,
+)  # fmt: skip
 
 
 def _history(text, hist_log=8):
@@ -167,7 +172,8 @@ def test_the_codes_of_the_first_kinds_are_those_files_were_written_with():
 
 
 def test_new_fields_are_left_out_of_the_settings_at_their_defaults():
-    assert set(SMALL.to_dict()).isdisjoint({"contexts", "found_sel", "sse", "histories", "level"})
+    later = {"contexts", "found_sel", "sse", "histories", "level", "c2_sel", "final_sel"}
+    assert set(SMALL.to_dict()).isdisjoint(later)
     assert MixConfig.from_dict(SMALL.to_dict()) == SMALL
     data = EVERYTHING.to_dict()
     assert data["contexts"] == list(EXTRA_KINDS)  # JSON's form
@@ -272,10 +278,16 @@ def test_a_fresh_slot_clears_the_bit_histories_it_replaces():
     assert again == 1  # found, not replaced
 
 
-def test_level_1_is_the_text_contexts_the_found_set_the_sse_pair_and_the_histories():
+def test_level_1_is_its_contexts_and_every_part_of_this_file():
     level = dataclasses.replace(SMALL, level=1)
     fields = dataclasses.replace(
-        SMALL, contexts=TEXT_CONTEXTS, found_sel=True, sse=True, histories=True
+        SMALL,
+        contexts=LEVEL1_CONTEXTS,
+        found_sel=True,
+        sse=True,
+        histories=True,
+        c2_sel=True,
+        final_sel=1,
     )
     assert level.context_kinds == fields.context_kinds
     data = np.frombuffer(b"level one, level two\n" * 40, np.uint8)
@@ -290,3 +302,36 @@ def test_level_1_with_a_context_it_already_has_is_refused():
     with pytest.raises(ConfigError, match="repeats column"):
         MixConfig.from_dict({**SMALL.to_dict(), "level": 1, "contexts": ["o8", "column"]})
     assert MixConfig.from_dict({**SMALL.to_dict(), "level": 1, "contexts": ["o8"]}).level == 1
+
+
+def test_the_c2_set_is_chosen_by_the_byte_two_back():
+    mixer = ContextMixer(dataclasses.replace(SMALL, c2_sel=True))
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"xyz", np.uint8))
+    sel = view(mixer.buffers, mixer.offs, V_SEL).reshape(256, -1)
+    assert sel[1, 3] == ROW_C2 + ord("y") and sel[6, 3] == ROW_C2 + ord("y")
+
+
+def test_the_final_combiner_by_node_learns_only_the_rows_of_the_nodes_taken():
+    mixer = ContextMixer(dataclasses.replace(SMALL, final_sel=1))
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"A", np.uint8))  # the first byte's inputs are all 0
+    wf = view(mixer.buffers, mixer.offs, V_WF).reshape(N_FINAL_ROWS, -1)
+    before = wf.copy()
+    mixer.advance(np.frombuffer(b"A", np.uint8))  # 0100 0001
+    changed = sorted(np.flatnonzero((wf != before).any(axis=1)).tolist())
+    assert changed == [1, 2, 5, 10, 20, 40, 80, 160]  # the prefixes 1, 10, 101, ... of 1 0100 0001
+
+
+def test_the_matched_context_is_the_expected_byte_and_the_length_bucket():
+    kinds = np.array([KIND_CODES["matched"]], np.int64)
+    ctxh = np.zeros(1, np.uint64)
+
+    def hashed(length, expected):
+        match_context(ctxh, kinds, np.array([0, length, expected], np.int64))
+        return int(ctxh[0])
+
+    assert hashed(0, 65) == hashed(0, 66)  # no match: one context
+    assert hashed(3, 65) != hashed(3, 66) and hashed(3, 65) != hashed(4, 65)
+    assert hashed(15, 65) == hashed(20, 65)  # buckets past 15 share one
+    assert hashed(3, 65) >> 56 == KIND_CODES["matched"] + 1

@@ -24,10 +24,12 @@ from .loop import (
     D_APM2_MASK,
     D_APM_RATE,
     D_BMASK,
+    D_C2SEL,
     D_CLIMIT,
     D_FINAL,
     D_FLR,
     D_FOUND,
+    D_FSEL,
     D_FULL_LOG,
     D_HCOL,
     D_HMASK,
@@ -120,7 +122,7 @@ class ContextMixer:
         dims = np.zeros(N_DIMS, np.int64)
         dims[D_NCTX] = len(cfg.context_kinds)
         dims[D_NIN] = n_inputs(cfg)
-        dims[D_NSETS] = 3 + cfg.mamba + cfg.found_set
+        dims[D_NSETS] = 3 + cfg.mamba + cfg.found_set + cfg.c2_set
         dims[D_MATCH] = cfg.match
         dims[D_MAMBA] = cfg.mamba
         dims[D_FINAL] = cfg.final
@@ -142,6 +144,8 @@ class ContextMixer:
         dims[D_MEAPM] = cfg.mamba_eapm
         dims[D_FOUND] = cfg.found_set
         dims[D_SSE] = cfg.sse_pair
+        dims[D_FSEL] = cfg.final_by_node
+        dims[D_C2SEL] = cfg.c2_set
         dims[D_HCOL] = len(cfg.context_kinds) if cfg.bit_histories else 0
         return dims
 

@@ -18,10 +18,12 @@ ORDER_KINDS = ("o0", "o1", "o2", "o3", "o4", "o5", "o6")
 WORD_KINDS = ("word", "word2")  # current word; current and previous word
 SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back alone
 # Chosen one by one in ``contexts``, after the others (history.py says what each hashes).
-EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass")
+EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass",
+               "matched")  # fmt: skip
 # What level 1 adds, in one field a header spells in a few bytes: these contexts (before
-# ``contexts``), the found set, the SSE pair and the bit histories.
-TEXT_CONTEXTS = ("classes", "column", "word3")
+# ``contexts``), the found set, the SSE pair, the bit histories, the c2 set and the final
+# combiner by node.
+LEVEL1_CONTEXTS = ("classes", "column", "word3", "matched")
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -49,6 +51,7 @@ _INT_BOUNDS = {
     # node probability quantised to 32 stretch buckets; 0: none.
     "mamba_eapm": (0, 2),
     "level": (0, 1),
+    "final_sel": (0, 1),
 }
 _BOOL_FIELDS = (
     "mamba",
@@ -60,6 +63,7 @@ _BOOL_FIELDS = (
     "found_sel",
     "sse",
     "histories",
+    "c2_sel",
 )
 
 
@@ -94,7 +98,9 @@ class MixConfig:
     found_sel: bool = False  # a weight set by how many context models know their context
     sse: bool = False  # with apm: two more APMs, order-3 hashed and by the match state
     histories: bool = False  # each context node's last bits, a second input per model
-    level: int = 0  # 1: TEXT_CONTEXTS, found_sel, sse and histories, whatever those fields say
+    c2_sel: bool = False  # a weight set by the byte two back
+    final_sel: int = 0  # the final combiner's weights by depth (0) or by node (1)
+    level: int = 0  # 1: LEVEL1_CONTEXTS and the other parts above, whatever their fields say
 
     def __post_init__(self):
         if isinstance(self.contexts, list):  # as JSON gives it back
@@ -109,7 +115,7 @@ class MixConfig:
                 f"got {self.contexts!r}"[:300]
             )
         if isinstance(self.level, int) and self.level >= 1:
-            again = sorted(set(self.contexts) & set(TEXT_CONTEXTS))
+            again = sorted(set(self.contexts) & set(LEVEL1_CONTEXTS))
             if again:
                 raise ConfigError(f"mix.contexts repeats {', '.join(again)}, which level 1 has")
         for name in _BOOL_FIELDS:
@@ -128,7 +134,7 @@ class MixConfig:
             kinds += WORD_KINDS
         if self.sparse:
             kinds += SPARSE_KINDS
-        return kinds + (TEXT_CONTEXTS if self.level >= 1 else ()) + self.contexts
+        return kinds + (LEVEL1_CONTEXTS if self.level >= 1 else ()) + self.contexts
 
     @property
     def found_set(self):
@@ -142,6 +148,14 @@ class MixConfig:
     @property
     def bit_histories(self):
         return self.histories or self.level >= 1
+
+    @property
+    def c2_set(self):
+        return self.c2_sel or self.level >= 1
+
+    @property
+    def final_by_node(self):
+        return self.final_sel == 1 or self.level >= 1
 
     @property
     def part_names(self):
@@ -183,7 +197,15 @@ class MixConfig:
 
 
 # Fields added after format version 5's presets, with the values that keep older bits.
-_LATER = {"contexts": (), "found_sel": False, "sse": False, "histories": False, "level": 0}
+_LATER = {
+    "contexts": (),
+    "found_sel": False,
+    "sse": False,
+    "histories": False,
+    "level": 0,
+    "final_sel": 0,
+    "c2_sel": False,
+}
 
 
 # Presets (bits/byte measured by /tmp-side runs of advance over 4 KB chunks with the default
@@ -219,7 +241,7 @@ DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(
     mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, ctx_log=24, match_log=24, apm_log=20,
-    full_log=24, slot_log=24, contexts=TEXT_CONTEXTS, found_sel=True,
+    full_log=24, slot_log=24, contexts=LEVEL1_CONTEXTS, found_sel=True, c2_sel=True, final_sel=1,
 )  # fmt: skip
 # Small tables for tests: compiles the same kernels, allocates 5.3 MB.
 SMALL = MixConfig(ctx_log=14, hist_log=16, match_log=12, apm_log=10)

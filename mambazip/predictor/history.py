@@ -22,7 +22,7 @@ u64 = np.uint64
 # Context kinds: orders 0..6 are 0..6. The codes are part of the format (each hash carries
 # its kind's code): new kinds take new codes.
 K_WORD, K_WORD2, K_SKIP1, K_SKIP3 = 7, 8, 9, 10
-K_O7, K_O8, K_WORD3, K_WORDGAP, K_COLUMN, K_ABOVE, K_CLASSES, K_WORDCLASS = range(11, 19)
+K_O7, K_O8, K_WORD3, K_WORDGAP, K_COLUMN, K_ABOVE, K_CLASSES, K_WORDCLASS, K_MATCHED = range(11, 20)
 N_ORDERS = 9  # orders 0..8 hashed once per byte
 KIND_CODES = {
     **{f"o{k}": k for k in range(7)},
@@ -38,6 +38,7 @@ KIND_CODES = {
     "above": K_ABOVE,
     "classes": K_CLASSES,
     "wordclass": K_WORDCLASS,
+    "matched": K_MATCHED,  # hashed by match.match_context
 }
 MAX_COLUMN = 255  # columns past this share a context
 
@@ -164,6 +165,8 @@ def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask):
             for k in range(1, 9):
                 acc = (acc << u64(3)) | u64(char_class(back(hist, hstate, mask, k)))
             h = fmix(acc)
-        else:  # K_WORDCLASS: the word so far and the classes of the 2 bytes before it
+        elif kind == K_WORDCLASS:  # the word so far and the classes of the 2 bytes before it
             h = fmix(words[0] ^ (u64(char_class(b1) * 8 + char_class(b2)) * M2))
+        else:  # K_MATCHED, set by match.match_context once the match model has moved on
+            h = u64(0)
         ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(kind + 1) << S56)

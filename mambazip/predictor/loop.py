@@ -17,15 +17,20 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
     u8:  hist (H,)
     u16: tbl (S * 16,), apm1 (65536 * 33,), apm2 (2^apm_log * 33,), apmm (65536 * 33,)
     u64: ctxh (C,), words (3,), orders (N_ORDERS,)
-    i32: maps (C * 4096,), mt (T,), mmap (64,), w (672 * NIN,) weight sets, wf (8 * 4,) final
-         weights by depth; work of the last prediction: x (256 * NIN,) inputs, midx (256 * C,)
-         adaptive-map entries, sel (256 * 4,) weight-set rows, sst (256 * 4,) their outputs,
+    i32: maps (C * 4096,), mt (T,), mmap (64,), w (N_ROWS * NIN,) weight sets, wf
+         (N_FINAL_ROWS * R_SETS,) final weights by depth or node; work of the last
+         prediction: x (256 * NIN,) inputs, midx (256 * C,) adaptive-map entries, sel
+         (256 * R_SETS,) weight-set rows, sst (256 * R_SETS,) their outputs,
          sf (256,) final stretch, aidx (256 * N_APMS,) APM buckets, p12 (256,) node probabilities,
          pm (256,) the Mamba's node probabilities, freq (256,) the frequency table, mode
          (256,) 1 where a node was predicted in full, 0 by the c0 weight set alone,
-         nfreq (32,) format 5's two nibble tables
+         nfreq (32,) format 5's two nibble tables; hmaps (C * 128,) and hidx (256 * C,) of
+         the bit histories (context.py)
+    u8:  hst (S * 16,) the bit histories beside the slots (mix.histories)
+    u16: apms ((2^apm_log + MATCH_APM) * 33,) the SSE pair (mix.sse)
     i64: hstate (3,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,),
-         nmass (32,) a nibble's tree
+         nmass (32,) a nibble's tree, found (2,) how many models know the first and the
+         second nibble's context
     f64: tree (512,)
 Node n of the byte tree (1..255) is the partial byte c0 (paq style); depth(n) = bits known.
 
@@ -47,7 +52,7 @@ from .combiner import combine, train
 from .context import HISTORY_STATES, NODE2, predict_first, predict_second, update_contexts
 from .counters import MAP_SIZE, squash, stretch
 from .history import N_ORDERS, back, context_hashes, fmix, history_push
-from .match import length_bucket, match_advance, match_inputs, update_match_map
+from .match import length_bucket, match_advance, match_context, match_inputs, update_match_map
 
 u64 = np.uint64
 
@@ -104,16 +109,17 @@ DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
 # Weight-set selectors: first row of each in w, and its number of rows.
-R_SETS = 5
-ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, ROW_FOUND, N_ROWS = 0, 256, 384, 640, 736, 864
+R_SETS = 6
+ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, ROW_FOUND, ROW_C2, N_ROWS = 0, 256, 384, 640, 736, 864, 1120
 MAX_FOUND = 15  # the found-count selector's last value
-N_FINAL_ROWS = 8  # final weights by depth
+N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
 
 # Positions in the int64 ``dims`` array.
 (D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
- D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL) = range(26)  # fmt: skip
-N_DIMS = 26
+ D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
+ D_FSEL, D_C2SEL) = range(28)  # fmt: skip
+N_DIMS = 28
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
 N_APMS = 6
@@ -310,7 +316,7 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
             full = mass[node] >= full_mass
             mode[node] = full
             p = _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme,
-                      apms, expected[0], dims, c1, h2, h3, node, full, use_pdf,
+                      apms, expected[0], dims, c1, c2, h2, h3, node, full, use_pdf,
                       found[0 if nib < 0 else 1])  # fmt: skip
             p12[node] = p
             split_node(mass, node, p)
@@ -343,7 +349,7 @@ def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
 
 @kernel
 def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme, apms,
-          expected, dims, c1, h2, h3, node, full, use_pdf, found):  # fmt: skip
+          expected, dims, c1, c2, h2, h3, node, full, use_pdf, found):  # fmt: skip
     """12-bit p(bit = 1) at node: its match and Mamba inputs, the weight sets, the final
     combiner and the APMs. A node the byte is unlikely to reach (not full) gets the c0 weight
     set alone, no APM: cheaper, and it rarely costs a bit."""
@@ -382,6 +388,8 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
             sel[node, 3] = ROW_MAMBA + 8 * e + depth
     if dims[D_FOUND]:
         sel[node, 3 + dims[D_MAMBA]] = ROW_FOUND + 8 * min(found, MAX_FOUND) + depth
+    if dims[D_C2SEL]:
+        sel[node, 3 + dims[D_MAMBA] + dims[D_FOUND]] = ROW_C2 + c2
     x[node, col] = 256
     if not full:
         s = combine(w, sel[node, 0], x, node, nin)
@@ -391,7 +399,7 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
     for j in range(nsets):
         sst[node, j] = combine(w, sel[node, j], x, node, nin)
     if dims[D_FINAL]:
-        s = combine(wf, depth, sst, node, nsets)
+        s = combine(wf, node if dims[D_FSEL] else depth, sst, node, nsets)
     else:
         acc = 0
         for j in range(nsets):
@@ -463,7 +471,8 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
         for j in range(nsets):
             train(w, sel[node, j], x, node, nin, sst[node, j], bit, lr, mcol, mhi, mlr)
         if dims[D_FINAL]:
-            train(wf, d, sst, node, nsets, sf[node], bit, dims[D_FLR], 0, 0, 0)
+            frow = node if dims[D_FSEL] else d
+            train(wf, frow, sst, node, nsets, sf[node], bit, dims[D_FLR], 0, 0, 0)
         if dims[D_APM]:
             apm_update(apm1, aidx[node, 0], bit, rate)
             apm_update(apm2, aidx[node, 1], bit, rate)
@@ -497,9 +506,9 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     history_push(hist, hstate, words, hmask, byte)
     if dims[D_MATCH]:
         match_advance(_carve(i32, offs, V_MT), mstate, hist, hstate, hmask, dims[D_MINLEN])
-    context_hashes(
-        ctxh, _carve(u64b, offs, V_ORDERS), hist, hstate, words, _carve(i64, offs, V_KINDS), hmask
-    )
+    kinds = _carve(i64, offs, V_KINDS)
+    context_hashes(ctxh, _carve(u64b, offs, V_ORDERS), hist, hstate, words, kinds, hmask)
+    match_context(ctxh, kinds, mstate)
 
 
 @driver
@@ -510,6 +519,8 @@ def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
         _carve(i64, offs, V_HSTATE), _carve(u64b, offs, V_WORDS), _carve(i64, offs, V_KINDS),
         dims[D_HMASK],
     )  # fmt: skip
+    match_context(_carve(u64b, offs, V_CTXH), _carve(i64, offs, V_KINDS),
+                  _carve(i64, offs, V_MSTATE))  # fmt: skip
     _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf)
 
 

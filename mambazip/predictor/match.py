@@ -18,7 +18,7 @@ import numpy as np
 
 from ..jit import kernel, kernel_inline
 from .counters import map_p, map_update, stretch
-from .history import M1, fmix
+from .history import K_MATCHED, M1, S56, fmix
 
 u64 = np.uint64
 MAX_LEN = 65535
@@ -71,6 +71,17 @@ def update_match_map(mmap, mstate, byte, map_limit):
         bit = (byte >> (7 - d)) & 1
         map_update(mmap, 2 * lb + e, bit, map_limit)
         node = 2 * node + bit
+
+
+@kernel
+def match_context(ctxh, kinds, mstate):
+    """The hash of the "matched" context models (history.K_MATCHED): the byte the match
+    model expects and its length bucket (capped at 15), or no match."""
+    for i in range(kinds.shape[0]):
+        if kinds[i] == K_MATCHED:
+            n = mstate[1]
+            h = fmix(u64(mstate[2] | (min(length_bucket(n), 15) << 8) | 0x10000)) if n else M1
+            ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(K_MATCHED + 1) << S56)
 
 
 @kernel

@@ -41,6 +41,7 @@ from mambazip.predictor.loop import (
     V_SF,
     V_WF,
     allocate,
+    decayed_lr,
     layout,
     view,
 )
@@ -50,7 +51,7 @@ MASK64 = (1 << 64) - 1
 SIZES = layout(SMALL)  # of the history's arrays
 EVERYTHING = dataclasses.replace(
     SMALL, contexts=EXTRA_KINDS, found_sel=True, sse=True, histories=True, c2_sel=True,
-    final_sel=1,
+    final_sel=1, lr_decay=True,
 )  # fmt: skip
 
 
@@ -172,7 +173,8 @@ def test_the_codes_of_the_first_kinds_are_those_files_were_written_with():
 
 
 def test_new_fields_are_left_out_of_the_settings_at_their_defaults():
-    later = {"contexts", "found_sel", "sse", "histories", "level", "c2_sel", "final_sel"}
+    later = {"contexts", "found_sel", "sse", "histories", "level", "c2_sel", "final_sel",
+             "lr_decay"}  # fmt: skip
     assert set(SMALL.to_dict()).isdisjoint(later)
     assert MixConfig.from_dict(SMALL.to_dict()) == SMALL
     data = EVERYTHING.to_dict()
@@ -288,6 +290,7 @@ def test_level_1_is_its_contexts_and_every_part_of_this_file():
         histories=True,
         c2_sel=True,
         final_sel=1,
+        lr_decay=True,
     )
     assert level.context_kinds == fields.context_kinds
     data = np.frombuffer(b"level one, level two\n" * 40, np.uint8)
@@ -335,3 +338,8 @@ def test_the_matched_context_is_the_expected_byte_and_the_length_bucket():
     assert hashed(3, 65) != hashed(3, 66) and hashed(3, 65) != hashed(4, 65)
     assert hashed(15, 65) == hashed(20, 65)  # buckets past 15 share one
     assert hashed(3, 65) >> 56 == KIND_CODES["matched"] + 1
+
+
+def test_level_1_combiner_rate_starts_at_three_times_and_decays_to_combiner_lr():
+    assert [decayed_lr(4, t) for t in (0, 1 << 16, 3 << 16, 1 << 40)] == [12, 8, 6, 4]
+    assert decayed_lr(8, 1000) == 23  # 8 + floor(2^20 / 66,536) = 8 + 15

@@ -34,6 +34,7 @@ from .loop import (
     D_HCOL,
     D_HMASK,
     D_LR,
+    D_LR_DECAY,
     D_MAMBA,
     D_MATCH,
     D_MEAPM,
@@ -146,6 +147,7 @@ class ContextMixer:
         dims[D_SSE] = cfg.sse_pair
         dims[D_FSEL] = cfg.final_by_node
         dims[D_C2SEL] = cfg.c2_set
+        dims[D_LR_DECAY] = cfg.rate_decays
         dims[D_HCOL] = len(cfg.context_kinds) if cfg.bit_histories else 0
         return dims
 

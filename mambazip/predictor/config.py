@@ -21,8 +21,8 @@ SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back al
 EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass",
                "matched")  # fmt: skip
 # What level 1 adds, in one field a header spells in a few bytes: these contexts (before
-# ``contexts``), the found set, the SSE pair, the bit histories, the c2 set and the final
-# combiner by node.
+# ``contexts``), the found set, the SSE pair, the bit histories, the c2 set, the final
+# combiner by node, and the combiner rate's decay (lr_decay).
 LEVEL1_CONTEXTS = ("classes", "column", "word3", "matched")
 
 # (low, high) inclusive bounds of the integer fields.
@@ -64,6 +64,7 @@ _BOOL_FIELDS = (
     "sse",
     "histories",
     "c2_sel",
+    "lr_decay",
 )
 
 
@@ -99,6 +100,7 @@ class MixConfig:
     sse: bool = False  # with apm: two more APMs, order-3 hashed and by the match state
     histories: bool = False  # each context node's last bits, a second input per model
     c2_sel: bool = False  # a weight set by the byte two back
+    lr_decay: bool = False  # the combiner's rate from 3 combiner_lr down to it (decayed_lr)
     final_sel: int = 0  # the final combiner's weights by depth (0) or by node (1)
     level: int = 0  # 1: LEVEL1_CONTEXTS and the other parts above, whatever their fields say
 
@@ -154,6 +156,10 @@ class MixConfig:
         return self.c2_sel or self.level >= 1
 
     @property
+    def rate_decays(self):
+        return self.lr_decay or self.level >= 1
+
+    @property
     def final_by_node(self):
         return self.final_sel == 1 or self.level >= 1
 
@@ -205,6 +211,7 @@ _LATER = {
     "level": 0,
     "final_sel": 0,
     "c2_sel": False,
+    "lr_decay": False,
 }
 
 

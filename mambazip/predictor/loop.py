@@ -118,8 +118,9 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
 (D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
- D_FSEL, D_C2SEL) = range(28)  # fmt: skip
-N_DIMS = 28
+ D_FSEL, D_C2SEL, D_LR_DECAY) = range(29)  # fmt: skip
+N_DIMS = 29
+LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
 N_APMS = 6
@@ -219,6 +220,13 @@ def _histories(u8, i32, offs, dims):
     nctx = dims[D_NCTX]
     return (_carve(u8, offs, V_HST).reshape((-1, 16)), _carve(i32, offs, V_HMAPS),
             _carve(i32, offs, V_HIDX).reshape((256, nctx)), dims[D_HCOL])  # fmt: skip
+
+
+@kernel
+def decayed_lr(lr, t):
+    """The combiner's rate after t bytes under level 1: 3 lr at the start, 2 lr after
+    2^LR_DECAY_LOG bytes, lr in the end (small files learn fast, large ones settle)."""
+    return lr + (lr << (LR_DECAY_LOG + 1)) // ((1 << LR_DECAY_LOG) + t)
 
 
 @kernel
@@ -454,6 +462,8 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     parts, mode = _carve(i64, offs, V_PARTS), _carve(i32, offs, V_MODE)
     lr, rate = dims[D_LR], dims[D_APM_RATE]
     mlr = dims[D_MLR] if dims[D_MLR] else lr
+    if dims[D_LR_DECAY]:
+        lr = decayed_lr(lr, _carve(i64, offs, V_HSTATE)[0])
     mcol = nctx * (2 if dims[D_HCOL] else 1) + 2 * dims[D_MATCH]
     mhi = mcol + 2 if dims[D_MAMBA] else mcol
     node = 1

@@ -22,6 +22,7 @@ import numpy as np
 
 from mambazip import blocks
 from mambazip.coder import Encoder
+from mambazip.observe import SILENT
 from mambazip.predictor import DEFAULT, FAST, MAX, SMALL, ContextMixer, MixConfig
 
 CHUNK = 4096
@@ -109,7 +110,7 @@ def coded_decode(cfg, data):
     mixer = mixer_of(cfg)
     mixer.prime()
     start = time.perf_counter()
-    out = blocks._decode_block(_Adapter(mixer), words, data.size, None)
+    out = blocks._decode_block(_Adapter(mixer), words, data.size, SILENT)
     return time.perf_counter() - start, out == data.tobytes()
 
 

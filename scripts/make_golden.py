@@ -167,6 +167,10 @@ CASES = {
         # The context models alone, as the library writes an unframed stream: one frame of
         # any length.
         "tiny-mix-cm-one-frame": (TEXT, TINY, {}, {"mix": "cm", "extras": NAMED}),
+        # The context models alone with level 1's parts (mix.level 1, default's since 8b554c5).
+        "tiny-mix-level1": (TEXT, TINY, {}, {"mix": "level1", "extras": NAMED}),
+        # Level 2: level 1 with three more weight sets, slow counters, the APMs' mean alone.
+        "tiny-mix-level2": (TEXT, TINY, {}, {"mix": "level2", "extras": NAMED}),
         # The fast preset's own tables (its mix is the context models alone).
         "fast-preset": (
             TEXT[:600],
@@ -178,6 +182,9 @@ CASES = {
 }
 
 
+LEVELS = {"level1": 1, "level2": 2}  # mix.level of the context models alone
+
+
 def settings_of(model, train, options):
     """The case's Settings: the default preset with the case's model and training, and for
     version 3 its mixing (the preset's tables only for "preset"); "fast": the fast preset."""
@@ -185,10 +192,14 @@ def settings_of(model, train, options):
     if mix == "fast":
         return mambazip.resolve_settings("fast", seed=1234)
     settings = mambazip.resolve_settings(
-        "default", model=model, train=train, seed=1234, mix=None if mix == "preset" else mix
+        "default",
+        model=model,
+        train=train,
+        seed=1234,
+        mix=None if mix == "preset" else ("cm" if mix in LEVELS else mix),
     )
-    if mix in ("full", "cm"):
-        small = dataclasses.replace(SMALL, mamba=mix == "full")
+    if mix in ("full", "cm", *LEVELS):
+        small = dataclasses.replace(SMALL, mamba=mix == "full", level=LEVELS.get(mix, 0))
         settings = dataclasses.replace(settings, mix=small)
     return settings
 

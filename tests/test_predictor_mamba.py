@@ -19,7 +19,9 @@ from mambazip.predictor.loop import (
     V_AIDX,
     V_SEL,
     V_SF,
+    V_SST,
     V_W,
+    V_WF,
     V_X,
     n_inputs,
     view,
@@ -49,7 +51,7 @@ def test_train_steps_the_mamba_columns_with_their_own_rate():
     x[1] = 256, 512
     # s = 0: squash(0) = 2048, bit 1: e = 2048. Column 0 at lr 2: (256 * 4096 + 2^13) >> 14 = 64;
     # column 1 at lr2 4: (512 * 8192 + 2^13) >> 14 = 256.
-    train(w, 0, x, 1, 2, 0, 1, 2, 1, 2, 4)
+    train(w, 0, x, 1, 2, 0, 1, 2, 1, 2, 4, 0)
     assert w[0].tolist() == [W_ONE + 64, W_ONE + 256]
 
 
@@ -98,8 +100,28 @@ def test_new_fields_default_to_the_old_bits_and_are_bounded():
             MixConfig.from_dict({**SMALL.to_dict(), **bad})
 
 
+def test_promoted_mamba_inputs_enter_the_final_combiner_after_the_sets_at_weight_0():
+    mixer, _, nin, mcol = _mixer(promote=True)
+    nsets = 4  # c0, match, c1, the Mamba's
+    x = _view(mixer, V_X, nin)
+    sst = _view(mixer, V_SST, R_SETS)
+    wf = _view(mixer, V_WF, R_SETS)
+    assert sst[1, nsets : nsets + 2].tolist() == x[1, mcol : mcol + 2].tolist()
+    assert x[1, mcol] == STRETCH[1]  # node 1 on the path of A: the Mamba is sure of bit 0
+    assert (wf[:, nsets : nsets + 2] == 0).all() and (wf[:, :nsets] == W_ONE // nsets).all()
+    mixer.advance(np.array([A], np.uint8), np.zeros((1, 256), np.float32) + 1 / 256)
+    assert (wf[:, nsets : nsets + 2] != 0).any()  # they learn
+
+
+def test_promote_needs_the_mamba():
+    assert not dataclasses.replace(SMALL, promote=True).promoted
+    assert dataclasses.replace(SMALL, promote=True, mamba=True).promoted
+
+
 def test_decoder_step_equals_advance_with_every_mamba_form():
-    cfg = dataclasses.replace(SMALL, mamba=True, mamba_sel=1, mamba_eapm=1, mamba_lr=4)
+    cfg = dataclasses.replace(
+        SMALL, mamba=True, mamba_sel=1, mamba_eapm=1, mamba_lr=4, promote=True, level=2
+    )
     rng = np.random.default_rng(3)
     data = rng.integers(0, 4, 600).astype(np.uint8) + 97
     pdfs = (rng.random((data.size + 1, 256)) ** 6).astype(np.float32)

@@ -9,7 +9,14 @@ from mambazip.predictor.apm import apm_init, apm_predict, apm_update
 from mambazip.predictor.byte_pdf import node_probs
 from mambazip.predictor.combiner import combine, train
 from mambazip.predictor.context import predict_first, predict_second, update_contexts
-from mambazip.predictor.counters import MAP_SIZE, SQUASH, STRETCH, counter_next, map_init
+from mambazip.predictor.counters import (
+    COUNTER_RATES,
+    MAP_SIZE,
+    SQUASH,
+    STRETCH,
+    counter_next,
+    map_init,
+)
 from mambazip.predictor.history import context_hashes, history_push
 from mambazip.predictor.loop import layout
 from mambazip.predictor.match import MAX_LEN, match_advance, update_match_map
@@ -31,9 +38,20 @@ def test_squash_and_stretch_are_monotone_and_inverse_within_one_step():
 
 def test_counter_moves_by_a_third_of_the_distance_on_its_first_bit():
     # Never seen: p = 2048, rate 1 / 1.5 = 43690 / 65536: 2048 + (2047 * 43690 >> 16) = 3412.
-    assert counter_next(0, 1, 14) == (3412 << 4) | 1
+    assert counter_next(0, 1, 14, COUNTER_RATES[0]) == (3412 << 4) | 1
     # p = 3412, n = 1, rate 1 / 2.5 = 26214 / 65536: 3412 - (3412 * 26214 >> 16) (floored).
-    assert counter_next((3412 << 4) | 1, 0, 14) == ((3412 + (-3412 * 26214 >> 16)) << 4) | 2
+    assert counter_next((3412 << 4) | 1, 0, 14, COUNTER_RATES[0]) == (
+        ((3412 + (-3412 * 26214 >> 16)) << 4) | 2
+    )
+
+
+def test_slow_rates_move_an_old_counter_by_1_48_instead_of_1_15_5_of_the_distance():
+    # n = 14, p = 2048, bit 1. Schedule 0: 1 / 15.5 = 4228 / 65536, 2047 * 4228 >> 16 = 132.
+    # Schedule 1 (counter_rates 1): 1 / 48 = 1365 / 65536, 2047 * 1365 >> 16 = 42.
+    assert counter_next((2048 << 4) | 14, 1, 14, COUNTER_RATES[0]) == ((2048 + 132) << 4) | 14
+    assert counter_next((2048 << 4) | 14, 1, 14, COUNTER_RATES[1]) == ((2048 + 42) << 4) | 14
+    # The first seven bits move it at the same rates in both schedules.
+    assert (COUNTER_RATES[1][:7] == COUNTER_RATES[0][:7]).all()
 
 
 def test_combiner_update_matches_hand_derived_weights():
@@ -45,8 +63,20 @@ def test_combiner_update_matches_hand_derived_weights():
     assert s == 64 and squash(s) == 2303
     # bit 1, lr 2: err = (4096 - 2303) * 2 = 3586; w += (x * err + 2^13) >> 14, floored:
     # (1835912 + 8192) >> 14 = 112 and (-918016 + 8192) >> 14 = -56.
-    train(w, 0, x, 1, 2, s, 1, 2, 0, 0, 0)
+    train(w, 0, x, 1, 2, s, 1, 2, 0, 0, 0, 0)
     assert w[0].tolist() == [16384 + 112, 16384 - 56]
+
+
+def test_combiner_errors_within_the_dead_zone_train_nothing():
+    w = np.full((1, 2), 16384, np.int32)
+    x = np.zeros((2, 2), np.int32)
+    x[1] = 512, -256
+    # s = 64, squash 2303: bit 1 is an error of 1793, bit 0 of -2303.
+    train(w, 0, x, 1, 2, 64, 1, 2, 0, 0, 0, 1793)
+    train(w, 0, x, 1, 2, 64, 0, 2, 0, 0, 0, 2303)
+    assert w[0].tolist() == [16384, 16384]
+    train(w, 0, x, 1, 2, 64, 1, 2, 0, 0, 0, 1792)
+    assert w[0].tolist() == [16384 + 112, 16384 - 56]  # as test_combiner_update_... derives
 
 
 def test_apm_interpolates_between_buckets_and_hits_them_at_the_edges():
@@ -104,8 +134,9 @@ class _History:
 
     def contexts(self):
         context_hashes(
-            self.ctxh, self.orders, self.hist, self.hstate, self.words, self.kinds, self.mask
-        )
+            self.ctxh, self.orders, self.hist, self.hstate, self.words, self.kinds, self.mask,
+            np.zeros(0, np.uint16),
+        )  # fmt: skip
 
 
 def test_order2_model_becomes_confident_on_a_period_3_sequence():
@@ -130,7 +161,7 @@ def test_order2_model_becomes_confident_on_a_period_3_sequence():
             p *= p1 if bit else 1 - p1
             node = 2 * node + bit
         probs.append(p)
-        update_contexts(tbl, maps, midx, h.ctxh, bmask, byte, 14, 255, hs)
+        update_contexts(tbl, maps, midx, h.ctxh, bmask, byte, 14, 0, 255, hs)
         h.push(byte)
     assert probs[0] < 0.01  # nothing known yet
     assert min(probs[-30:]) > 0.95

@@ -12,7 +12,14 @@ import pytest
 
 from mambazip.errors import ConfigError
 from mambazip.predictor import SMALL, ContextMixer, MixConfig
-from mambazip.predictor.config import EXTRA_KINDS, LEVEL1_CONTEXTS
+from mambazip.predictor.apm import apm_predict
+from mambazip.predictor.config import (
+    EXTRA_KINDS,
+    EXTRA_SETS,
+    LEVEL1_CONTEXTS,
+    LEVEL2_DEAD_ZONE,
+    LEVEL2_SETS,
+)
 from mambazip.predictor.context import (
     HISTORY_STATES,
     _make_slot,
@@ -20,7 +27,9 @@ from mambazip.predictor.context import (
     history_next,
     slot_key,
 )
+from mambazip.predictor.counters import SQUASH
 from mambazip.predictor.history import (
+    IND_SIZE,
     KIND_CODES,
     M1,
     MAX_COLUMN,
@@ -33,16 +42,22 @@ from mambazip.predictor.loop import (
     MATCH_APM,
     N_APMS,
     N_FINAL_ROWS,
+    N_ROWS,
     ROW_C2,
     ROW_FOUND,
     V_AIDX,
+    V_APM1,
+    V_APM2,
+    V_APMS,
     V_FOUND,
+    V_P12,
     V_SEL,
     V_SF,
     V_WF,
     allocate,
     decayed_lr,
     layout,
+    n_inputs,
     view,
 )
 from mambazip.predictor.match import match_context
@@ -51,7 +66,7 @@ MASK64 = (1 << 64) - 1
 SIZES = layout(SMALL)  # of the history's arrays
 EVERYTHING = dataclasses.replace(
     SMALL, contexts=EXTRA_KINDS, found_sel=True, sse=True, histories=True, c2_sel=True,
-    final_sel=1, lr_decay=True,
+    final_sel=1, lr_decay=True, sets=EXTRA_SETS, counter_rates=1, apm_mean=1, dead_zone=9,
 )  # fmt: skip
 
 
@@ -72,13 +87,26 @@ def _word_hash(word):
     return h
 
 
-def _hashes(text, kinds, hist_log=8):
-    hist, hstate, words = _history(text, hist_log)
+def _contexts(text, kinds, hist_log=8):
+    """(the context hashes after text, the indirect table), computed after each byte as the
+    loop does."""
+    mask = (1 << hist_log) - 1
+    hist = np.zeros(1 << hist_log, np.uint8)
+    hstate = np.zeros(SIZES["hstate"], np.int64)
+    words = np.zeros(SIZES["words"], np.uint64)
     codes = np.array([KIND_CODES[k] for k in kinds], np.int64)
     ctxh = np.zeros(len(kinds), np.uint64)
     orders = np.zeros(SIZES["orders"], np.uint64)
-    context_hashes(ctxh, orders, hist, hstate, words, codes, (1 << hist_log) - 1)
-    return [int(h) for h in ctxh]
+    ind = np.zeros(IND_SIZE, np.uint16)
+    context_hashes(ctxh, orders, hist, hstate, words, codes, mask, ind)
+    for byte in text:
+        history_push(hist, hstate, words, mask, byte)
+        context_hashes(ctxh, orders, hist, hstate, words, codes, mask, ind)
+    return [int(h) for h in ctxh], ind
+
+
+def _hashes(text, kinds, hist_log=8):
+    return _contexts(text, kinds, hist_log)[0]
 
 
 def test_character_classes_by_hand():
@@ -162,6 +190,27 @@ def test_order_7_and_8_contexts_see_7_and_8_bytes():
     assert a[0] == b[0] and a[1] != b[1]
 
 
+def test_the_indirect_table_keeps_the_two_bytes_that_followed_each_byte_and_pair():
+    _, ind = _contexts(b"abcabd", ("indirect1",))
+    a, b, c, d = (ord(ch) for ch in "abcd")
+    assert int(ind[a]) == (b << 8) | b
+    assert int(ind[b]) == (c << 8) | d
+    assert int(ind[256 + ((a << 8) | b)]) == (c << 8) | d
+    assert int(ind[256 + ((b << 8) | c)]) == a
+    assert int(ind[d]) == 0  # nothing has followed d yet
+
+
+def test_indirect_contexts_match_where_the_last_bytes_and_what_followed_them_match():
+    kinds = ("indirect1", "indirect2")
+    a = _hashes(b"ab.ab", kinds)
+    b = _hashes(b"xab.ab", kinds)  # the same after another start
+    c = _hashes(b"ab!ab", kinds)  # "b" and "ab" were followed by another byte
+    d = _hashes(b"ab.xb", kinds)  # "b" as before, but "xb" never followed by anything
+    assert a == b
+    assert a[0] != c[0] and a[1] != c[1]
+    assert a[0] == d[0] and a[1] != d[1]
+
+
 def test_every_context_kind_has_its_own_code():
     assert len(set(KIND_CODES.values())) == len(KIND_CODES)
     assert set(EXTRA_KINDS) <= set(KIND_CODES)
@@ -174,7 +223,7 @@ def test_the_codes_of_the_first_kinds_are_those_files_were_written_with():
 
 def test_new_fields_are_left_out_of_the_settings_at_their_defaults():
     later = {"contexts", "found_sel", "sse", "histories", "level", "c2_sel", "final_sel",
-             "lr_decay"}  # fmt: skip
+             "lr_decay", "sets", "counter_rates", "apm_mean", "dead_zone"}  # fmt: skip
     assert set(SMALL.to_dict()).isdisjoint(later)
     assert MixConfig.from_dict(SMALL.to_dict()) == SMALL
     data = EVERYTHING.to_dict()
@@ -219,6 +268,24 @@ def test_sse_apms_are_the_order_3_hash_and_the_match_state():
     assert aidx[1, 5] == ((1 << cfg.apm_log) + 1) * 33 + bucket
     assert aidx[1, 4] % 33 == bucket and aidx[1, 4] // 33 < 1 << cfg.apm_log
     assert layout(cfg)["apms"] == ((1 << cfg.apm_log) + MATCH_APM) * 33
+
+
+@pytest.mark.parametrize("apm_mean", [0, 1])
+def test_the_probability_coded_is_the_mean_of_the_apms_with_or_without_the_combiners(apm_mean):
+    cfg = dataclasses.replace(SMALL, sse=True, apm_mean=apm_mean)
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"abcabcabdabc", np.uint8))
+    b, offs = mixer.buffers, mixer.offs
+    aidx = view(b, offs, V_AIDX).reshape(256, N_APMS)
+    s = int(view(b, offs, V_SF)[1])
+    tables = {0: V_APM1, 1: V_APM2, 4: V_APMS, 5: V_APMS}
+    # The nearer bucket recorded for the update lies in the context's own 33 buckets.
+    a = [int(apm_predict(view(b, offs, v), int(aidx[1, k]) // 33, s)[0]) for k, v in tables.items()]
+    combined = int(SQUASH[s + 2047])
+    want = (sum(a) + 2) // 4 if apm_mean else (2 * combined + sum(a) + 3) // 6
+    assert view(b, offs, V_P12)[1] == want
+    assert len(set(a)) > 1  # the APMs have learnt apart: the mean is not any one of them
 
 
 def test_memory_bytes_counts_the_new_tables():
@@ -301,6 +368,27 @@ def test_level_1_is_its_contexts_and_every_part_of_this_file():
     assert level.memory_bytes() == fields.memory_bytes()
 
 
+def test_level_2_is_level_1_with_its_weight_sets_and_the_slow_counter_rates():
+    level = dataclasses.replace(SMALL, level=2)
+    fields = dataclasses.replace(
+        SMALL, level=1, sets=LEVEL2_SETS, counter_rates=1, apm_mean=1, dead_zone=LEVEL2_DEAD_ZONE
+    )
+    assert level.context_kinds == fields.context_kinds
+    assert level.weight_sets == fields.weight_sets == LEVEL2_SETS
+    data = np.frombuffer(b"level one, level two\n" * 40, np.uint8)
+    a, b = ContextMixer(level, nibbles=True), ContextMixer(fields, nibbles=True)
+    a.prime()
+    b.prime()
+    assert np.array_equal(a.advance(data)[0], b.advance(data)[0])
+    assert level.memory_bytes() == fields.memory_bytes()
+
+
+def test_level_2_with_a_weight_set_it_already_has_is_refused():
+    with pytest.raises(ConfigError, match="repeats wordlen"):
+        MixConfig.from_dict({**SMALL.to_dict(), "level": 2, "sets": ["column", "wordlen"]})
+    assert MixConfig.from_dict({**SMALL.to_dict(), "level": 2, "sets": ["column"]}).level == 2
+
+
 def test_level_1_with_a_context_it_already_has_is_refused():
     with pytest.raises(ConfigError, match="repeats column"):
         MixConfig.from_dict({**SMALL.to_dict(), "level": 1, "contexts": ["o8", "column"]})
@@ -313,6 +401,31 @@ def test_the_c2_set_is_chosen_by_the_byte_two_back():
     mixer.advance(np.frombuffer(b"xyz", np.uint8))
     sel = view(mixer.buffers, mixer.offs, V_SEL).reshape(256, -1)
     assert sel[1, 3] == ROW_C2 + ord("y") and sel[6, 3] == ROW_C2 + ord("y")
+
+
+def test_extra_sets_are_chosen_by_their_context_and_the_depth_in_the_order_given():
+    cfg = dataclasses.replace(SMALL, sets=("column", "classes", "wordlen", "c1depth"))
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"ab\nx7Ab", np.uint8))  # 'b' lower (0) after 'A' upper (1)
+    sel = view(mixer.buffers, mixer.offs, V_SEL).reshape(256, -1)
+    # Rows: column's 32 x 8 first, then classes' 64 x 8, wordlen's 16 x 8, c1depth's 256 x 8.
+    starts = [N_ROWS, N_ROWS + 256, N_ROWS + 256 + 512, N_ROWS + 256 + 512 + 128]
+    values = [4, 0 * 8 + 1, 2, ord("b")]  # column 4, classes (b, A), "Ab" 2 letters, c1
+    for depth, node in ((0, 1), (2, 6)):  # node 0b110: depth 2
+        assert sel[node, 3:7].tolist() == [
+            s + 8 * v + depth for s, v in zip(starts, values, strict=True)
+        ]
+    assert layout(cfg)["w"] == (N_ROWS + 8 * (32 + 64 + 16 + 256)) * n_inputs(cfg)
+
+
+def test_the_column_and_wordlen_sets_share_their_last_row_past_it():
+    cfg = dataclasses.replace(SMALL, sets=("column", "wordlen"))
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"a" * 40, np.uint8))
+    sel = view(mixer.buffers, mixer.offs, V_SEL).reshape(256, -1)
+    assert sel[1, 3:5].tolist() == [N_ROWS + 8 * 31, N_ROWS + 256 + 8 * 15]
 
 
 def test_the_final_combiner_by_node_learns_only_the_rows_of_the_nodes_taken():

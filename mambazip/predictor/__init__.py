@@ -22,10 +22,12 @@ from .history import KIND_CODES
 from .loop import (
     D_APM,
     D_APM2_MASK,
+    D_APM_MEAN,
     D_APM_RATE,
     D_BMASK,
     D_C2SEL,
     D_CLIMIT,
+    D_DEAD,
     D_FINAL,
     D_FLR,
     D_FOUND,
@@ -47,9 +49,13 @@ from .loop import (
     D_NIN,
     D_NPARTS,
     D_NSETS,
+    D_PROMOTE,
+    D_SCHEDULE,
     D_SLOT_LOG,
     D_SSE,
     N_DIMS,
+    N_FINAL_ROWS,
+    N_PROMOTED,
     V_APM1,
     V_APM2,
     V_APME,
@@ -65,11 +71,14 @@ from .loop import (
     V_PARTS,
     V_W,
     V_WF,
+    V_XCODES,
+    V_XSTART,
     allocate,
     context_columns,
     n_inputs,
     prime,
     run,
+    set_rows,
     step,
     step_low,
     view,
@@ -123,7 +132,7 @@ class ContextMixer:
         dims = np.zeros(N_DIMS, np.int64)
         dims[D_NCTX] = len(cfg.context_kinds)
         dims[D_NIN] = n_inputs(cfg)
-        dims[D_NSETS] = 3 + cfg.mamba + cfg.found_set + cfg.c2_set
+        dims[D_NSETS] = 3 + cfg.mamba + cfg.found_set + cfg.c2_set + len(cfg.weight_sets)
         dims[D_MATCH] = cfg.match
         dims[D_MAMBA] = cfg.mamba
         dims[D_FINAL] = cfg.final
@@ -147,6 +156,10 @@ class ContextMixer:
         dims[D_SSE] = cfg.sse_pair
         dims[D_FSEL] = cfg.final_by_node
         dims[D_C2SEL] = cfg.c2_set
+        dims[D_SCHEDULE] = cfg.counter_schedule
+        dims[D_APM_MEAN] = cfg.apms_alone
+        dims[D_DEAD] = cfg.dead_error
+        dims[D_PROMOTE] = N_PROMOTED if cfg.promoted else 0
         dims[D_LR_DECAY] = cfg.rate_decays
         dims[D_HCOL] = len(cfg.context_kinds) if cfg.bit_histories else 0
         return dims
@@ -165,6 +178,9 @@ class ContextMixer:
             if on:
                 parts[col : col + 2] = part
                 col, part = col + 2, part + 1
+        codes, starts = set_rows(cfg)
+        view(b, offs, V_XCODES)[:] = codes
+        view(b, offs, V_XSTART)[:] = starts
         map_init(view(b, offs, V_MAPS))
         history_map_init(view(b, offs, V_HMAPS))
         for v in (V_APM1, V_APM2, V_APMM, V_APME, V_APMS):
@@ -177,7 +193,10 @@ class ContextMixer:
         if cfg.mamba:
             mcol = context_columns(cfg) + 2 * cfg.match
             w[:, mcol : mcol + 2] = W_ONE * cfg.mamba_w0 // 64
-        combiner_init(view(b, offs, V_WF), W_ONE // int(self.dims[D_NSETS]))
+        nsets = int(self.dims[D_NSETS])
+        wf = view(b, offs, V_WF).reshape(N_FINAL_ROWS, -1)
+        combiner_init(wf, W_ONE // nsets)
+        wf[:, nsets:] = 0  # the promoted inputs start without a say
 
     def _pdf_arg(self, pdf, rows):
         if not self.cfg.mamba:

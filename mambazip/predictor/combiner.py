@@ -10,6 +10,8 @@ index order (integer sums do not depend on their order anyway).
 Training on coding cost: for bit y, d(-ln p(y)) / d w[k] = -(y - p) x[k], so gradient descent is
 w[k] += lr (y - p) x[k]; here err = ((y << 12) - p12) * lr and w[k] += (x[k] err) >> 14 rounded
 to nearest, clamped to +-2^22 so that a product never overflows and a weight can always recover.
+An error of at most ``dead`` (in 1/4096) leaves the weights as they are: the step it would
+take is mostly noise, and skipping it is also faster.
 """
 
 import numpy as np
@@ -33,10 +35,12 @@ def combine(w, r, x, node, n):
 
 
 @kernel
-def train(w, r, x, node, n, s, bit, lr, lo, hi, lr2):
+def train(w, r, x, node, n, s, bit, lr, lo, hi, lr2, dead):
     """One gradient step of weight set r, whose output on x[node] was stretch value s,
-    towards bit; inputs lo..hi - 1 step with lr2 instead of lr."""
+    towards bit; inputs lo..hi - 1 step with lr2 instead of lr; none if |error| <= dead."""
     e = (np.int64(bit) << 12) - squash(s)
+    if -dead <= e <= dead:
+        return
     for k in range(n):
         err = e * (lr2 if lo <= k < hi else lr)
         v = np.int64(w[r, k]) + ((np.int64(x[node, k]) * err + (1 << (LR_SHIFT - 1))) >> LR_SHIFT)

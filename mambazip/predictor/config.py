@@ -19,11 +19,19 @@ WORD_KINDS = ("word", "word2")  # current word; current and previous word
 SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back alone
 # Chosen one by one in ``contexts``, after the others (history.py says what each hashes).
 EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass",
-               "matched")  # fmt: skip
+               "matched", "indirect1", "indirect2")  # fmt: skip
+# More weight sets, chosen one by one in ``sets`` (loop.py's _set_rows says what selects each,
+# by depth): the classes of the last two bytes, the length of the word so far, the column, the
+# last byte.
+EXTRA_SETS = ("classes", "wordlen", "column", "c1depth")
 # What level 1 adds, in one field a header spells in a few bytes: these contexts (before
 # ``contexts``), the found set, the SSE pair, the bit histories, the c2 set, the final
 # combiner by node, and the combiner rate's decay (lr_decay).
 LEVEL1_CONTEXTS = ("classes", "column", "word3", "matched")
+# What level 2 adds to level 1: these weight sets (before ``sets``), the slow counter rates and
+# the APMs' mean alone.
+LEVEL2_SETS = ("classes", "wordlen", "c1depth")
+LEVEL2_DEAD_ZONE = 32  # and the combiners' dead zone, where dead_zone is 0
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -50,7 +58,12 @@ _INT_BOUNDS = {
     # An APM after the combiner keyed by the node and (1) the Mamba's expected byte or (2) its
     # node probability quantised to 32 stretch buckets; 0: none.
     "mamba_eapm": (0, 2),
-    "level": (0, 1),
+    "level": (0, 2),
+    "counter_rates": (0, 1),  # counters.COUNTER_RATES's row
+    # With the SSE pair, the probability coded is the mean of the APMs and the combiner's (0)
+    # or of the APMs alone (1).
+    "apm_mean": (0, 1),
+    "dead_zone": (0, 255),  # combiner errors up to this (in 1/4096) train nothing
     "final_sel": (0, 1),
 }
 _BOOL_FIELDS = (
@@ -65,6 +78,7 @@ _BOOL_FIELDS = (
     "histories",
     "c2_sel",
     "lr_decay",
+    "promote",
 )
 
 
@@ -101,25 +115,37 @@ class MixConfig:
     histories: bool = False  # each context node's last bits, a second input per model
     c2_sel: bool = False  # a weight set by the byte two back
     lr_decay: bool = False  # the combiner's rate from 3 combiner_lr down to it (decayed_lr)
+    sets: tuple = ()  # more weight sets, from EXTRA_SETS
+    counter_rates: int = 0  # the counters' rate schedule: 0 down to 1/16.5, 1 to 1/64
+    apm_mean: int = 0
+    dead_zone: int = 0
+    promote: bool = False  # with the Mamba, its two inputs also enter the final combiner
     final_sel: int = 0  # the final combiner's weights by depth (0) or by node (1)
-    level: int = 0  # 1: LEVEL1_CONTEXTS and the other parts above, whatever their fields say
+    level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says
 
     def __post_init__(self):
-        if isinstance(self.contexts, list):  # as JSON gives it back
-            object.__setattr__(self, "contexts", tuple(self.contexts))
-        if (
-            not isinstance(self.contexts, tuple)
-            or not all(isinstance(k, str) and k in EXTRA_KINDS for k in self.contexts)
-            or len(set(self.contexts)) != len(self.contexts)
-        ):
-            raise ConfigError(
-                f"mix.contexts must be distinct names from {', '.join(EXTRA_KINDS)}, "
-                f"got {self.contexts!r}"[:300]
-            )
+        for field, names in (("contexts", EXTRA_KINDS), ("sets", EXTRA_SETS)):
+            value = getattr(self, field)
+            if isinstance(value, list):  # as JSON gives it back
+                value = tuple(value)
+                object.__setattr__(self, field, value)
+            if (
+                not isinstance(value, tuple)
+                or not all(isinstance(k, str) and k in names for k in value)
+                or len(set(value)) != len(value)
+            ):
+                allowed = ", ".join(names)
+                raise ConfigError(
+                    f"mix.{field} must be distinct names from {allowed}, got {value!r}"[:300]
+                )
         if isinstance(self.level, int) and self.level >= 1:
             again = sorted(set(self.contexts) & set(LEVEL1_CONTEXTS))
             if again:
                 raise ConfigError(f"mix.contexts repeats {', '.join(again)}, which level 1 has")
+        if isinstance(self.level, int) and self.level >= 2:
+            again = sorted(set(self.sets) & set(LEVEL2_SETS))
+            if again:
+                raise ConfigError(f"mix.sets repeats {', '.join(again)}, which level 2 has")
         for name in _BOOL_FIELDS:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"mix.{name} must be true or false, got {getattr(self, name)!r}")
@@ -156,6 +182,27 @@ class MixConfig:
         return self.c2_sel or self.level >= 1
 
     @property
+    def counter_schedule(self):
+        return 1 if self.level >= 2 else self.counter_rates
+
+    @property
+    def promoted(self):
+        return self.promote and self.mamba and self.final
+
+    @property
+    def dead_error(self):
+        return LEVEL2_DEAD_ZONE if self.level >= 2 and self.dead_zone == 0 else self.dead_zone
+
+    @property
+    def apms_alone(self):
+        return 1 if self.level >= 2 else self.apm_mean
+
+    @property
+    def weight_sets(self):
+        """Names of the weight sets of EXTRA_SETS, in row order."""
+        return (LEVEL2_SETS if self.level >= 2 else ()) + self.sets
+
+    @property
     def rate_decays(self):
         return self.lr_decay or self.level >= 1
 
@@ -184,6 +231,7 @@ class MixConfig:
         settings of files written before they existed stay as they were."""
         out = dataclasses.asdict(self)
         out["contexts"] = list(self.contexts)
+        out["sets"] = list(self.sets)
         for name, default in _LATER.items():
             if getattr(self, name) == default:
                 del out[name]
@@ -212,6 +260,11 @@ _LATER = {
     "final_sel": 0,
     "c2_sel": False,
     "lr_decay": False,
+    "sets": (),
+    "counter_rates": 0,
+    "apm_mean": 0,
+    "dead_zone": 0,
+    "promote": False,
 }
 
 
@@ -242,8 +295,12 @@ FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
 # (MixConfig(mamba=True): 1.9052 / 2.2386 / 1.9350; the same with full_log 8, slot_log 10:
 # 1.9006 / 2.2312 / 1.9291 at ~31 µs/byte). Alone on the machine, enwik6[:300K]: 27.1 (advance)
 # / 28.2 (advance_byte) µs/byte; 185.4 MB.
+# Thirteenth session, 2026-12-03: level 2 (three more weight sets, the slow counter rates, the
+# APMs' mean alone, the combiners' dead zone), 256 KB prefixes, the context side alone
+# enwik6/book1/alice29.txt/obj2: 1.8913/2.2368/1.9197/1.6940 -> 1.8726/2.2147/1.8974/1.6766
+# (benchmarks/sweep-2026-12-03-level2.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
-                    level=1, combiner_lr=4)  # fmt: skip
+                    level=2, combiner_lr=4)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

@@ -25,7 +25,7 @@ checksum detects all but 1/16384 of the collisions between contexts sharing a bu
 import numpy as np
 
 from ..jit import kernel, kernel_inline
-from .counters import MAP_SIZE, counter_next, map_index, map_p, map_update, stretch
+from .counters import COUNTER_RATES, MAP_SIZE, counter_next, map_index, map_p, map_update, stretch
 from .history import M1, fmix
 
 u64 = np.uint64
@@ -177,10 +177,11 @@ def _make_slot(tbl, key, bmask, hst, histories):
 
 
 @kernel
-def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, map_limit, hs):
+def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, schedule, map_limit, hs):
     """Learn byte on its 8 nodes: each model's adaptive map at the entry it used, and its
-    counters (creating the two slots if needed); with the bit histories, each model's history
-    map and the node's history."""
+    counters at the rates of schedule (counters.COUNTER_RATES), creating the two slots if
+    needed; with the bit histories, each model's history map and the node's history."""
+    rates = COUNTER_RATES[schedule]
     hst, hmaps, hidx, histories = hs[0], hs[1], hs[2], hs[3] > 0
     for i in range(ctxh.shape[0]):
         h = ctxh[i]
@@ -192,7 +193,7 @@ def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, map_limit
             bit = (byte >> (7 - k)) & 1
             map_update(maps, midx[node, i], bit, map_limit)
             j = node if k < 4 else NODE2_LOCAL[node]
-            tbl[s, j] = counter_next(tbl[s, j], bit, counter_limit)
+            tbl[s, j] = counter_next(tbl[s, j], bit, counter_limit, rates)
             if histories:
                 map_update(hmaps, hidx[node, i], bit, map_limit)
                 hst[s, j] = history_next(hst[s, j], bit)

@@ -9,7 +9,9 @@ platform builds the same entries.
 
 Counter (one node of a context slot), uint16: p12 << 4 | n, where n in 0..15 counts updates up
 to a limit and n = 0 means "never seen" (p taken as 2048). It moves towards the bit at rate
-1 / (n + 1.5), so a young counter follows the first bits fast and an old one averages.
+COUNTER_RATES[schedule, n]: schedule 0, 1 / (n + 1.5) (down to 1/16.5); schedule 1 (mix
+counter_rates) the same for the first 7 bits, then slower, down to 1/48 at n = 14 and 1/64 at
+15: a young counter follows the first bits fast and an old one averages over more of them.
 
 Adaptive map: a table of int32 entries p21 << 10 | n (p21 the probability in 21 bits, n a count
 up to a limit), indexed by a quantised counter state (``map_index``: the top 8 bits of p12 and n,
@@ -52,8 +54,10 @@ SQUASH = np.empty(4095, np.int32)
 _build_squash(SQUASH)
 STRETCH = _build_stretch(SQUASH)
 
-# Counter rate 1 / (n + 1.5) in 16-bit fixed point, for n in 0..15.
-COUNTER_RATE = np.array([131072 // (2 * n + 3) for n in range(16)], np.int64)
+# Counter rates in 16-bit fixed point, for n in 0..15, one row per schedule: 65536 / (d / 2).
+_SLOW = (3, 5, 7, 9, 11, 13, 15, 18, 22, 28, 36, 46, 58, 72, 96, 128)
+COUNTER_RATES = np.array([[131072 // (2 * n + 3) for n in range(16)],
+                          [131072 // d for d in _SLOW]], np.int64)  # fmt: skip
 # Adaptive-map rate 1 / (n + 1.5), for n in 0..1023.
 MAP_RATE = np.array([131072 // (2 * n + 3) for n in range(1024)], np.int64)
 
@@ -82,13 +86,14 @@ def counter_p(s):
 
 
 @kernel_inline
-def counter_next(s, bit, limit):
-    """The counter state s (uint16) after seeing bit; its count stops at limit."""
+def counter_next(s, bit, limit, rates):
+    """The counter state s (uint16) after seeing bit at rates (16,), a row of COUNTER_RATES;
+    its count stops at limit."""
     s = np.int64(s)
     n = s & 15
     p = counter_p(s)
     target = 4095 if bit else 0
-    p += ((target - p) * COUNTER_RATE[n]) >> 16
+    p += ((target - p) * rates[n]) >> 16
     if n < limit:
         n += 1
     return np.uint16((p << 4) | n)

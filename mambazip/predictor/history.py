@@ -7,6 +7,9 @@ Arrays (H = 2^hist_log history bytes, C = number of context models):
     words (3,) uint64      hash of the current alphabetic word (case-folded), of the previous
                            one, of the one before it
     kinds (C,) int64       which context each model uses (K_* below)
+    ind (IND_SIZE,) uint16 with an indirect kind: per byte value (ind[c]) and per pair
+                           (ind[256 + (c2 << 8 | c1)]), the two bytes that followed it last;
+                           empty without one
     ctxh (C,) uint64       that context's hash for the next byte
 
 Hashes are ours (DESIGN.md): multiply by odd 64-bit constants and xor-shift, all in uint64 with
@@ -23,6 +26,8 @@ u64 = np.uint64
 # its kind's code): new kinds take new codes.
 K_WORD, K_WORD2, K_SKIP1, K_SKIP3 = 7, 8, 9, 10
 K_O7, K_O8, K_WORD3, K_WORDGAP, K_COLUMN, K_ABOVE, K_CLASSES, K_WORDCLASS, K_MATCHED = range(11, 20)
+K_INDIRECT1, K_INDIRECT2 = 20, 21
+IND_SIZE = 256 + 65536
 N_ORDERS = 9  # orders 0..8 hashed once per byte
 KIND_CODES = {
     **{f"o{k}": k for k in range(7)},
@@ -39,6 +44,8 @@ KIND_CODES = {
     "classes": K_CLASSES,
     "wordclass": K_WORDCLASS,
     "matched": K_MATCHED,  # hashed by match.match_context
+    "indirect1": K_INDIRECT1,
+    "indirect2": K_INDIRECT2,
 }
 MAX_COLUMN = 255  # columns past this share a context
 
@@ -125,10 +132,27 @@ def _above(hist, hstate, mask):
 
 
 @kernel
-def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask):
+def indirect_push(ind, hist, hstate, mask):
+    """The last byte followed the byte before it, and the pair before it: shift it into their
+    entries of ind."""
+    t = hstate[0]
+    b1 = np.int64(back(hist, hstate, mask, 1))
+    b2 = np.int64(back(hist, hstate, mask, 2))
+    if t >= 2:
+        ind[b2] = np.uint16(((np.int64(ind[b2]) << 8) | b1) & 0xFFFF)
+    if t >= 3:
+        e = 256 + ((np.int64(back(hist, hstate, mask, 3)) << 8) | b2)
+        ind[e] = np.uint16(((np.int64(ind[e]) << 8) | b1) & 0xFFFF)
+
+
+@kernel
+def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask, ind):
     """ctxh[i] = hash of context kind kinds[i] for the next byte; the kind sits in the top byte
     so that equal byte strings of different kinds do not share a hash. orders (N_ORDERS,)
-    uint64 is work space: orders[k] the hash of the last k bytes."""
+    uint64 is work space: orders[k] the hash of the last k bytes. ind: the indirect table
+    (empty without an indirect kind), moved on by the last byte here."""
+    if ind.shape[0] > 0:
+        indirect_push(ind, hist, hstate, mask)
     orders[0] = u64(0)
     acc = u64(0)
     for k in range(1, N_ORDERS):
@@ -167,6 +191,10 @@ def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask):
             h = fmix(acc)
         elif kind == K_WORDCLASS:  # the word so far and the classes of the 2 bytes before it
             h = fmix(words[0] ^ (u64(char_class(b1) * 8 + char_class(b2)) * M2))
+        elif kind == K_INDIRECT1:  # the last byte, and the two that followed it before
+            h = fmix((u64(ind[b1]) << u64(8)) | b1 | u64(0x1000000))
+        elif kind == K_INDIRECT2:  # the last two bytes, and the two that followed them before
+            h = fmix((u64(ind[256 + ((b2 << u64(8)) | b1)]) << u64(16)) | (b2 << u64(8)) | b1)
         else:  # K_MATCHED, set by match.match_context once the match model has moved on
             h = u64(0)
         ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(kind + 1) << S56)

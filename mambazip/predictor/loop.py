@@ -51,7 +51,16 @@ from .byte_pdf import node_prob, node_sums
 from .combiner import combine, train
 from .context import HISTORY_STATES, NODE2, predict_first, predict_second, update_contexts
 from .counters import MAP_SIZE, squash, stretch
-from .history import N_ORDERS, back, context_hashes, fmix, history_push
+from .history import (
+    IND_SIZE,
+    N_ORDERS,
+    back,
+    char_class,
+    context_hashes,
+    fmix,
+    history_push,
+    is_letter,
+)
 from .match import length_bucket, match_advance, match_context, match_inputs, update_match_map
 
 u64 = np.uint64
@@ -98,19 +107,29 @@ VIEWS = (
     ("hst", "u8"),
     ("hmaps", "i32"),
     ("hidx", "i32"),
+    ("ind", "u16"),
+    ("xcodes", "i64"),
+    ("xstart", "i64"),
+    ("xrow", "i64"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
  V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_MODE, V_HSTATE, V_MSTATE,
  V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE, V_INBYTE, V_INPDF,
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
- V_HST, V_HMAPS, V_HIDX) = range(len(VIEWS))  # fmt: skip
+ V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
 # Weight-set selectors: first row of each in w, and its number of rows.
-R_SETS = 6
 ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, ROW_FOUND, ROW_C2, N_ROWS = 0, 256, 384, 640, 736, 864, 1120
+# The weight sets of mix.sets, after those rows, in the order chosen: each has a row per
+# context value (SET_VALUES) and depth. Their codes are part of the format.
+SET_CODES = {"classes": 0, "wordlen": 1, "column": 2, "c1depth": 3}
+SET_VALUES = (64, 16, 32, 256)  # by code
+N_PROMOTED = 2  # mix.promote: the Mamba's two inputs also enter the final combiner
+R_SETS = 6 + len(SET_CODES) + N_PROMOTED  # sst's columns: the sets' outputs, then those
+MAX_WORDLEN = 15  # the wordlen set's last value
 MAX_FOUND = 15  # the found-count selector's last value
 N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
 
@@ -118,8 +137,8 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
 (D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
- D_FSEL, D_C2SEL, D_LR_DECAY) = range(29)  # fmt: skip
-N_DIMS = 29
+ D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE) = range(33)  # fmt: skip
+N_DIMS = 33
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -135,6 +154,17 @@ def context_columns(cfg):
 
 def n_inputs(cfg):
     return context_columns(cfg) + 2 * cfg.match + 2 * cfg.mamba + 1
+
+
+def set_rows(cfg):
+    """(codes, first rows) of cfg's weight sets of mix.sets."""
+    codes = [SET_CODES[name] for name in cfg.weight_sets]
+    starts = N_ROWS + 8 * np.cumsum([0] + [SET_VALUES[c] for c in codes])
+    return codes, starts[:-1].tolist()
+
+
+def weight_rows(cfg):
+    return N_ROWS + 8 * sum(SET_VALUES[SET_CODES[name]] for name in cfg.weight_sets)
 
 
 def layout(cfg):
@@ -154,7 +184,7 @@ def layout(cfg):
         "maps": C * MAP_SIZE,
         "mt": (1 << cfg.match_log) if cfg.match else 0,
         "mmap": 64,
-        "w": N_ROWS * nin,
+        "w": weight_rows(cfg) * nin,
         "wf": N_FINAL_ROWS * R_SETS,
         "x": 256 * nin,
         "midx": 256 * C,
@@ -183,6 +213,10 @@ def layout(cfg):
         "hst": (1 << cfg.ctx_log) * 16 if cfg.bit_histories else 0,
         "hmaps": C * HISTORY_STATES if cfg.bit_histories else 0,
         "hidx": 256 * C,
+        "ind": IND_SIZE if {"indirect1", "indirect2"} & set(cfg.context_kinds) else 0,
+        "xcodes": len(cfg.weight_sets),
+        "xstart": len(cfg.weight_sets),
+        "xrow": len(cfg.weight_sets),
     }
 
 
@@ -220,6 +254,24 @@ def _histories(u8, i32, offs, dims):
     nctx = dims[D_NCTX]
     return (_carve(u8, offs, V_HST).reshape((-1, 16)), _carve(i32, offs, V_HMAPS),
             _carve(i32, offs, V_HIDX).reshape((256, nctx)), dims[D_HCOL])  # fmt: skip
+
+
+@kernel
+def _set_rows(xrow, codes, starts, hist, hstate, mask, c1, c2):
+    """xrow[j] = the row at depth 0 of weight set j of mix.sets for the next byte."""
+    for j in range(codes.shape[0]):
+        code = codes[j]
+        if code == 0:  # the character classes of the last two bytes
+            v = char_class(c1) * 8 + char_class(c2)
+        elif code == 1:  # the letters since the last non-letter
+            v = 0
+            while v < MAX_WORDLEN and is_letter(back(hist, hstate, mask, v + 1)):
+                v += 1
+        elif code == 2:  # the column, the last bucket shared by columns past it
+            v = min(hstate[0] - hstate[1], SET_VALUES[2] - 1)
+        else:  # c1depth: the last byte
+            v = c1
+        xrow[j] = starts[j] + 8 * v
 
 
 @kernel
@@ -287,7 +339,7 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
     sst = _carve(i32, offs, V_SST).reshape((256, R_SETS))
     sf, p12, pm = _carve(i32, offs, V_SF), _carve(i32, offs, V_P12), _carve(i32, offs, V_PM)
     aidx = _carve(i32, offs, V_AIDX).reshape((256, N_APMS))
-    w = _carve(i32, offs, V_W).reshape((N_ROWS, nin))
+    w = _carve(i32, offs, V_W).reshape((-1, nin))
     wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
     apms = _carve(u16, offs, V_APMS)
     mstate, mmap = _carve(i64, offs, V_MSTATE), _carve(i32, offs, V_MMAP)
@@ -306,6 +358,9 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
     h2 = np.int64(fmix(u64(c1 | (c2 << 8) | 0x10000)) & u64(dims[D_APM2_MASK]))
     c3 = np.int64(back(hist, hstate, hmask, 3))
     h3 = np.int64(fmix(u64(c1 | (c2 << 8) | (c3 << 16) | 0x1000000)) & u64(dims[D_APM2_MASK]))
+    xrow = _carve(i64, offs, V_XROW)
+    _set_rows(xrow, _carve(i64, offs, V_XCODES), _carve(i64, offs, V_XSTART), hist, hstate,
+              hmask, c1, c2)  # fmt: skip
     full_mass = np.int64(FREQ_TOTAL) >> dims[D_FULL_LOG]
     slot_mass = np.int64(FREQ_TOTAL) >> dims[D_SLOT_LOG]
     if first < 0:
@@ -324,7 +379,7 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
             full = mass[node] >= full_mass
             mode[node] = full
             p = _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme,
-                      apms, expected[0], dims, c1, c2, h2, h3, node, full, use_pdf,
+                      apms, expected[0], dims, c1, c2, h2, h3, xrow, node, full, use_pdf,
                       found[0 if nib < 0 else 1])  # fmt: skip
             p12[node] = p
             split_node(mass, node, p)
@@ -357,7 +412,7 @@ def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
 
 @kernel
 def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme, apms,
-          expected, dims, c1, c2, h2, h3, node, full, use_pdf, found):  # fmt: skip
+          expected, dims, c1, c2, h2, h3, xrow, node, full, use_pdf, found):  # fmt: skip
     """12-bit p(bit = 1) at node: its match and Mamba inputs, the weight sets, the final
     combiner and the APMs. A node the byte is unlikely to reach (not full) gets the c0 weight
     set alone, no APM: cheaper, and it rarely costs a bit."""
@@ -398,6 +453,9 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
         sel[node, 3 + dims[D_MAMBA]] = ROW_FOUND + 8 * min(found, MAX_FOUND) + depth
     if dims[D_C2SEL]:
         sel[node, 3 + dims[D_MAMBA] + dims[D_FOUND]] = ROW_C2 + c2
+    at = 3 + dims[D_MAMBA] + dims[D_FOUND] + dims[D_C2SEL]
+    for j in range(xrow.shape[0]):
+        sel[node, at + j] = xrow[j] + depth
     x[node, col] = 256
     if not full:
         s = combine(w, sel[node, 0], x, node, nin)
@@ -407,7 +465,9 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
     for j in range(nsets):
         sst[node, j] = combine(w, sel[node, j], x, node, nin)
     if dims[D_FINAL]:
-        s = combine(wf, node if dims[D_FSEL] else depth, sst, node, nsets)
+        for q in range(dims[D_PROMOTE]):
+            sst[node, nsets + q] = x[node, mcol + q]
+        s = combine(wf, node if dims[D_FSEL] else depth, sst, node, nsets + dims[D_PROMOTE])
     else:
         acc = 0
         for j in range(nsets):
@@ -424,10 +484,14 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
             else:
                 ectx = (((x[node, mcol] + 2048) >> 7) << 8) | node
             a3, aidx[node, 3] = apm_predict(apme, ectx, s)
-            if dims[D_SSE]:
+            if dims[D_SSE] and dims[D_APM_MEAN]:
+                p = _sse(a1 + a2 + a3, 3, apms, aidx, dims, h3, match_sel, node, s)
+            elif dims[D_SSE]:
                 p = _sse(p + a1 + a2 + a3, 4, apms, aidx, dims, h3, match_sel, node, s)
             else:
                 p = (p + a1 + a2 + a3 + 2) >> 2
+        elif dims[D_SSE] and dims[D_APM_MEAN]:
+            p = _sse(a1 + a2, 2, apms, aidx, dims, h3, match_sel, node, s)
         elif dims[D_SSE]:
             p = _sse(2 * p + a1 + a2, 4, apms, aidx, dims, h3, match_sel, node, s)
         else:
@@ -454,13 +518,13 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     sst = _carve(i32, offs, V_SST).reshape((256, R_SETS))
     sf = _carve(i32, offs, V_SF)
     aidx = _carve(i32, offs, V_AIDX).reshape((256, N_APMS))
-    w = _carve(i32, offs, V_W).reshape((N_ROWS, nin))
+    w = _carve(i32, offs, V_W).reshape((-1, nin))
     wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
     apms = _carve(u16, offs, V_APMS)
     apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
     apmm, apme = _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME)
     parts, mode = _carve(i64, offs, V_PARTS), _carve(i32, offs, V_MODE)
-    lr, rate = dims[D_LR], dims[D_APM_RATE]
+    lr, rate, dead = dims[D_LR], dims[D_APM_RATE], dims[D_DEAD]
     mlr = dims[D_MLR] if dims[D_MLR] else lr
     if dims[D_LR_DECAY]:
         lr = decayed_lr(lr, _carve(i64, offs, V_HSTATE)[0])
@@ -475,14 +539,15 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
                     if parts[k] >= 0:
                         trust_row[parts[k]] += abs(np.float32(w[sel[node, j], k]) * x[node, k])
         if mode[node] == 0:  # a node predicted by the c0 weight set alone
-            train(w, sel[node, 0], x, node, nin, sst[node, 0], bit, lr, mcol, mhi, mlr)
+            train(w, sel[node, 0], x, node, nin, sst[node, 0], bit, lr, mcol, mhi, mlr, dead)
             node = 2 * node + bit
             continue
         for j in range(nsets):
-            train(w, sel[node, j], x, node, nin, sst[node, j], bit, lr, mcol, mhi, mlr)
+            train(w, sel[node, j], x, node, nin, sst[node, j], bit, lr, mcol, mhi, mlr, dead)
         if dims[D_FINAL]:
             frow = node if dims[D_FSEL] else d
-            train(wf, frow, sst, node, nsets, sf[node], bit, dims[D_FLR], 0, 0, 0)
+            nf = nsets + dims[D_PROMOTE]
+            train(wf, frow, sst, node, nf, sf[node], bit, dims[D_FLR], 0, 0, 0, dead)
         if dims[D_APM]:
             apm_update(apm1, aidx[node, 0], bit, rate)
             apm_update(apm2, aidx[node, 1], bit, rate)
@@ -506,7 +571,7 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     update_contexts(
         _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS),
         _carve(i32, offs, V_MIDX).reshape((256, nctx)), ctxh, dims[D_BMASK], byte,
-        dims[D_CLIMIT], dims[D_MLIMIT], _histories(u8, i32, offs, dims),
+        dims[D_CLIMIT], dims[D_SCHEDULE], dims[D_MLIMIT], _histories(u8, i32, offs, dims),
     )  # fmt: skip
     hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
     mstate = _carve(i64, offs, V_MSTATE)
@@ -517,7 +582,8 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     if dims[D_MATCH]:
         match_advance(_carve(i32, offs, V_MT), mstate, hist, hstate, hmask, dims[D_MINLEN])
     kinds = _carve(i64, offs, V_KINDS)
-    context_hashes(ctxh, _carve(u64b, offs, V_ORDERS), hist, hstate, words, kinds, hmask)
+    context_hashes(ctxh, _carve(u64b, offs, V_ORDERS), hist, hstate, words, kinds, hmask,
+                   _carve(u16, offs, V_IND))  # fmt: skip
     match_context(ctxh, kinds, mstate)
 
 
@@ -527,7 +593,7 @@ def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     context_hashes(
         _carve(u64b, offs, V_CTXH), _carve(u64b, offs, V_ORDERS), _carve(u8, offs, V_HIST),
         _carve(i64, offs, V_HSTATE), _carve(u64b, offs, V_WORDS), _carve(i64, offs, V_KINDS),
-        dims[D_HMASK],
+        dims[D_HMASK], _carve(u16, offs, V_IND),
     )  # fmt: skip
     match_context(_carve(u64b, offs, V_CTXH), _carve(i64, offs, V_KINDS),
                   _carve(i64, offs, V_MSTATE))  # fmt: skip

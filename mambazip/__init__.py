@@ -35,7 +35,7 @@ _LAZY = {
     "FormatError": "errors",
     "MambazipError": "errors",
     "VersionError": "errors",
-    "BadMzFile": "errors",
+    "BadMzFileError": "errors",
     "open": "mzfile",
     "register_fsspec": "fsspec_plugin",
 }

@@ -13,7 +13,7 @@ class FormatError(MambazipError):
     """Not a mambazip file, or a corrupt or truncated one."""
 
 
-class BadMzFile(FormatError, OSError):
+class BadMzFileError(FormatError, OSError):
     """A damaged or truncated file met by ``mambazip.open``: an ``OSError``, as
     ``gzip.BadGzipFile`` is, so that code written for Python's file objects catches it."""
 

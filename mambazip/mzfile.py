@@ -3,7 +3,7 @@ give theirs.
 
 Reading decodes one frame at a time into a buffer of its own and hands out its bytes only
 once the frame's length and CRC32 have been checked, so that no byte of a damaged frame is
-ever returned; the error (``BadMzFile``, an ``OSError`` as ``gzip.BadGzipFile`` is) comes
+ever returned; the error (``BadMzFileError``, an ``OSError`` as ``gzip.BadGzipFile`` is) comes
 where the damage is found. A seekable single stream with a seek index is read through the
 index: ``seek`` decodes only the frame that holds the new position. Anything else (a pipe,
 concatenated streams, a file of a version before frames, a damaged index) is read in order,
@@ -23,7 +23,7 @@ import tempfile
 import threading
 
 from . import codec, container, frames
-from .errors import BadMzFile, ChecksumError, FormatError
+from .errors import BadMzFileError, ChecksumError, FormatError
 from .plan import Execution, Layout, Limits, Plan, Start
 from .plan import start as plan_start
 
@@ -71,7 +71,7 @@ def _file(file, mode):
 
 
 def _bad(exc):
-    return BadMzFile(str(exc))
+    return BadMzFileError(str(exc))
 
 
 class _Reader(io.RawIOBase):

@@ -7,8 +7,9 @@ ever returned; the error (``BadMzFileError``, an ``OSError`` as ``gzip.BadGzipFi
 where the damage is found. A seekable single stream with a seek index is read through the
 index: ``seek`` decodes only the frame that holds the new position. Anything else (a pipe,
 concatenated streams, a file of a version before frames, a damaged index) is read in order,
-and a backward ``seek`` in a seekable one starts over from its beginning. Memory is bounded
-by one frame (a frame of unbounded size spills to a temporary file).
+and a backward ``seek`` in a seekable one starts over from its beginning. A file object is
+read from its beginning (position 0) when it can seek. Memory is bounded by one frame (a
+frame of unbounded size spills to a temporary file).
 
 Writing runs ``codec.encode`` on a thread that reads what ``write`` hands it through a short
 queue: the one coder of the command line, under the same kind of plan, coding each frame
@@ -112,11 +113,12 @@ class _Reader(io.RawIOBase):
                 self._frame = None
                 if not self._load():
                     return 0
-            n = self._frame.readinto(b)
+            data = self._frame.read(len(b))  # SpooledTemporaryFile has readinto from 3.11
         except (FormatError, ChecksumError) as exc:
             raise _bad(exc) from None
-        self._pos += n
-        return n
+        memoryview(b).cast("B")[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
 
     def _load(self):
         """The frame that holds ``_pos``, verified; False at the end of the original."""
@@ -125,9 +127,9 @@ class _Reader(io.RawIOBase):
                 loaded = next(self._in_order, None)
                 if loaded is None:
                     return False
-                start, spool = loaded
-                end = start + spool.seek(0, io.SEEK_END)
-                if self._pos < end:  # a forward seek skips whole frames unread
+                start, spool, size = loaded
+                end = start + size
+                if self._pos < end:  # a forward seek passes over whole frames
                     self._hold(spool, start, end)
                     return True
         if self._pos >= self._index.length:
@@ -204,9 +206,9 @@ def _spool():
 
 
 def _frames_in_order(fp, plan):
-    """(original offset, spool of the frame's bytes, verified) of each frame of each stream
-    of ``fp`` read in order; a stream before frames (versions 1 to 3) counts as one frame.
-    Each stream's index is checked against its frames once they are read."""
+    """(original offset, spool of its bytes, their number) of each frame, verified, of each
+    stream of ``fp`` read in order; a stream before frames (versions 1 to 3) counts as one
+    frame. Each stream's index is checked against its frames once they are read."""
     src = codec._Counting(fp)
     header = container.read_header(src)
     offset = 0
@@ -222,7 +224,7 @@ def _frames_in_order(fp, plan):
         for spool in spools:
             size = spool.tell()
             if size:
-                yield offset, spool
+                yield offset, spool, size
                 offset += size
         if not src.peek():
             return

@@ -38,13 +38,16 @@ def tree(root):
 
 
 @pytest.fixture
-def corpus_dir(tmp_path):
-    if not CORPUS.is_dir():
-        pytest.skip(f"{CORPUS} is not on this machine")
+def corpus_dir(tmp_path, sample):
+    """A directory of the two smallest Canterbury corpus files (one in a subdirectory); where
+    the corpus is not, two files of ``sample``."""
     d = tmp_path / "d"
     (d / "sub").mkdir(parents=True)
-    shutil.copy(CORPUS / SMALLEST[0], d)
-    shutil.copy(CORPUS / SMALLEST[1], d / "sub")
+    for name, where in zip(SMALLEST, (d, d / "sub"), strict=True):
+        if CORPUS.is_dir():
+            shutil.copy(CORPUS / name, where)
+        else:
+            (where / name).write_bytes(sample)
     return d
 
 

@@ -107,6 +107,25 @@ def test_keep_and_force_before_a_file_work_as_on_compress(tmp_path, sample, tiny
     )
 
 
+@pytest.mark.parametrize("options", [["-c"], ["-o", "out.mz"], ["-q", "--rm"], ["-v", "-T", "2"],
+                                     ["-n", "-k"]])  # fmt: skip
+def test_options_before_a_file_mean_what_they_mean_on_compress(tmp_path, sample, tiny_flags,
+                                                               options):  # fmt: skip
+    """The same file (name, bytes and mtime) in two directories: ``mambazip OPTIONS FILE``
+    in one, ``mambazip compress OPTIONS FILE`` in the other, leave the same files and write
+    the same stdout."""
+    results = []
+    for form in ([], ["compress"]):
+        where = tmp_path / ("compress" if form else "bare")
+        where.mkdir()
+        (where / "notes.txt").write_bytes(sample)
+        os.utime(where / "notes.txt", (1_700_000_000, 1_700_000_000))
+        proc = run([*form, *options, *tiny_flags, "notes.txt"], cwd=where)
+        assert proc.returncode == 0, proc.stderr
+        results.append((proc.stdout, tree(where)))
+    assert results[0] == results[1]
+
+
 def test_stdin_is_filtered_to_stdout_and_back(sample, tiny_flags):
     packed = run(tiny_flags, input=sample)
     assert packed.returncode == 0, packed.stderr

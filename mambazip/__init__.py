@@ -35,6 +35,9 @@ _LAZY = {
     "FormatError": "errors",
     "MambazipError": "errors",
     "VersionError": "errors",
+    "BadMzFileError": "errors",
+    "open": "mzfile",
+    "register_fsspec": "fsspec_plugin",
 }
 
 __all__ = sorted([*_LAZY, "compress"])

@@ -164,6 +164,12 @@ def _job_of(header, plan):
     return frames.FrameJob.of(resolved, header["version"], header.get("frame_size"))
 
 
+def frame_job(header, plan):
+    """The job that decodes the frames of the stream of ``header`` under ``plan``, its start
+    and memory checked: what ``mambazip.open`` decodes a frame at a time with."""
+    return _job_of(header, plan)
+
+
 def decode_range(source, destination, span, plan, observer=SILENT):
     """Write bytes [start, end) of ``span`` of the original of the seekable .mz file
     ``source`` to ``destination`` (``end`` None: to the end). A single framed stream decodes

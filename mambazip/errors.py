@@ -13,6 +13,11 @@ class FormatError(MambazipError):
     """Not a mambazip file, or a corrupt or truncated one."""
 
 
+class BadMzFileError(FormatError, OSError):
+    """A damaged or truncated file met by ``mambazip.open``: an ``OSError``, as
+    ``gzip.BadGzipFile`` is, so that code written for Python's file objects catches it."""
+
+
 class VersionError(FormatError):
     """A file written by a newer format version than this release reads."""
 

@@ -1,4 +1,5 @@
-"""Print the shell block of README.md that follows the marker ``<!-- ci:NAME ... -->``.
+"""Print the shell (or Python) block of README.md that follows the marker
+``<!-- ci:NAME ... -->``.
 
 ``.ci/run`` runs the README's install line, quick start and test command through this, so
 that what CI runs and what a user copies from the README cannot drift apart:
@@ -14,9 +15,10 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def block(name, text):
-    """The lines of the fenced block right after the marker ``<!-- ci:NAME``."""
+    """The lines of the fenced block (``sh`` or ``python``) right after the marker
+    ``<!-- ci:NAME``."""
     match = re.search(
-        rf"^<!-- ci:{re.escape(name)}\b[^\n]*-->\n```sh\n(.*?)^```$", text, re.M | re.S
+        rf"^<!-- ci:{re.escape(name)}\b[^\n]*-->\n```(?:sh|python)\n(.*?)^```$", text, re.M | re.S
     )
     if match is None:
         raise SystemExit(f"readme_block: README.md has no block marked ci:{name}")

@@ -23,7 +23,7 @@ from .common import EXIT_HELP, say
 from .compress import compress
 from .convert import convert
 from .decompress import decompress
-from .gzip_flags import not_a_command, translate
+from .gzip_flags import translate
 from .info import info
 from .score import score
 from .train import train
@@ -35,6 +35,13 @@ SHORT_USAGE = (
 
 
 GROUP_HELP = """Lossless compression by a Mamba-1 model that learns the file while coding it.
+
+\b
+Two forms: mambazip COMMAND [OPTIONS] [FILES]..., or as gzip and zstd are typed,
+mambazip [OPTIONS] FILE... (= mambazip compress [OPTIONS] FILE...), and with no file
+a filter from stdin to stdout (mambazip < in > in.mz; mambazip -d < in.mz > in), which
+is what tar -I mambazip runs. -1/--fast and -9/--best choose the fast and max presets;
+-r compresses (or with -d decompresses) every file under a directory.
 
 \b
 gzip habits: mambazip -d FILE is mambazip decompress FILE, -z compress, -t decompress -t,
@@ -55,14 +62,11 @@ for _command in (compress, decompress, info, score, convert, train):
 def run(args, prog_name="mambazip", command=None):
     """Run the command line on ``args``; returns the exit code. Signals (``signals.Interrupted``)
     pass through to the caller, ``entry.run``."""
-    if command is None and not args:
-        click.echo(f"mambazip: {SHORT_USAGE}", err=True)
-        return 2
     target = cli if command is None else cli.commands[command]
     if command is None:
         args = translate(args, cli.commands)
-        if not args[0].startswith("-") and args[0] not in cli.commands:
-            say(not_a_command(args[0], cli.commands))
+        if _typed_at_a_terminal(args):
+            say(f"stdin is a terminal; give files or pipe data in. {SHORT_USAGE}")
             return 2
     try:
         rv = target.main(args, prog_name=prog_name, standalone_mode=False)
@@ -82,3 +86,19 @@ def run(args, prog_name="mambazip", command=None):
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+def _typed_at_a_terminal(args):
+    """``mambazip`` (or ``mambazip -9``...) with no file would compress what is typed: zstd
+    and xz refuse that, and so does the main form (``mambazip compress`` reads a terminal
+    as it always has)."""
+    if args[0] != "compress" or not sys.stdin.isatty():
+        return False
+    with contextlib.suppress(click.ClickException):
+        params = (
+            cli.commands["compress"]
+            .make_context("compress", args[1:], resilient_parsing=True)
+            .params
+        )
+        return not params.get("force") and params.get("files") in ((), None, ("-",))
+    return False

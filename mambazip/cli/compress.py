@@ -95,7 +95,11 @@ def compress(io, request, frame_size, execution, save_model, limits):
                     f"anyway)")  # fmt: skip
         return None
 
-    each_input(io, Work(run, lambda path: path + io.suffix, skip, after, binary_out=True))
+    def walked(path):  # -r leaves compressed files alone, as gzip -r does
+        return not path.endswith(io.suffix)
+
+    each_input(io, Work(run, lambda path: path + io.suffix, skip, after, binary_out=True,
+                        walked=walked))  # fmt: skip
 
 
 def _storable_name(name):

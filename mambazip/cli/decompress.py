@@ -114,13 +114,17 @@ def decompress(io, restore_name, test, byte_range, execution, model, save_model,
             raise MambazipError(f"unknown suffix, expected {suffix}; use -o to name the output")
         return path[: -len(suffix)]
 
+    def walked(path):  # -r decodes the compressed files under a directory, not the others
+        return path.endswith(io.suffix)
+
     if test:
         tested = dataclasses.replace(io, output=None, to_stdout=False, remove=False)
-        each_input(tested, Work(run, name_output, test=True, binary_in=True))
+        each_input(tested, Work(run, name_output, test=True, binary_in=True, walked=walked))
         return
     restored = restore_name and not io.no_name
     rename = _stored_name_output(name_output, io.quiet) if restored else None
-    each_input(io, Work(run, name_output, after=after, rename=rename, binary_in=True))
+    each_input(io, Work(run, name_output, after=after, rename=rename, binary_in=True,
+                        walked=walked))  # fmt: skip
 
 
 def _seekable(f):

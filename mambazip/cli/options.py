@@ -184,6 +184,9 @@ def io_options(force_help, no_name_help):
             click.option("-S", "--suffix", default=SUFFIX, show_default=True, callback=_suffix,
                          help="Suffix of compressed files."),
             click.option("-n", "--no-name", is_flag=True, help=no_name_help),
+            click.option("-r", "--recursive", is_flag=True,
+                         help="Work on every file under the directories given, as gzip -r: "
+                              "symbolic links under them are left alone."),
             click.option("-q", "--quiet", is_flag=True,
                          help="No progress, no notes, no warnings."),
             click.option("-v", "--verbose", is_flag=True,

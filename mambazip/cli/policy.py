@@ -34,6 +34,7 @@ class Files:
     no_name: bool = False
     quiet: bool = False
     verbose: bool = False
+    recursive: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +43,8 @@ class Work:
     Stats; ``name_output(path)`` names its output; ``skip(path)`` a note to leave it alone
     (or None); ``after(job, stats, target)`` once its output is in place; ``rename(path,
     src)`` names the output from the input's content. ``test``: write nothing;
-    ``binary_in``/``binary_out``: refuse a terminal without -f."""
+    ``binary_in``/``binary_out``: refuse a terminal without -f. ``walked(path)``: whether
+    a file found under a directory by -r is one to work on."""
 
     run: object
     name_output: object
@@ -52,6 +54,7 @@ class Work:
     test: bool = False
     binary_in: bool = False
     binary_out: bool = False
+    walked: object = None
 
 
 @dataclasses.dataclass
@@ -68,6 +71,8 @@ class _Job:
 def each_input(io, work):
     """``work`` on each input of ``io`` in turn: one line per failure, exit 1 at the end."""
     files = io.files or ("-",)
+    if io.recursive:
+        files = tuple(_walk(files, work.walked))
     if io.output is not None and len(files) > 1:
         raise click.UsageError("-o/--output takes one input file")
     if io.output is not None and io.to_stdout:
@@ -87,6 +92,22 @@ def each_input(io, work):
             failed = True
     if failed:
         sys.exit(1)
+
+
+def _walk(paths, wanted):
+    """-r: each directory of ``paths`` as the files under it (in name order, as ``gzip -r``
+    takes them), ``wanted`` ones only. Symbolic links under a directory are left alone, as
+    gzip leaves them; a path given by name is kept as given."""
+    for path in paths:
+        if path == "-" or not os.path.isdir(path) or os.path.islink(path):
+            yield path
+            continue
+        for top, dirs, names in os.walk(path):
+            dirs.sort()
+            for name in sorted(names):
+                found = os.path.join(top, name)
+                if not os.path.islink(found) and (wanted is None or wanted(found)):
+                    yield found
 
 
 def _check_input(path, force):

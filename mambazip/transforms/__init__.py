@@ -1,0 +1,102 @@
+"""Transforms a block may go through before the predictor, and their exact inverses.
+
+``forward(block)`` returns the transformed stream and its regions (none: the block is left
+as it is); ``inverse(stream, regions, length)`` gives the block back and checks each region's
+CRC32 of the original bytes. ``record.encode``/``record.decode`` turn the regions into bytes
+and back. One module per transform: ``deflate`` (streams zlib re-deflates bit for bit; their
+inflated data may again hold streams or x86 code, to ``record.Bounds.max_depth``) and ``x86``
+(E8/E9 targets made absolute, for blocks that look like x86 code). Not yet in any format
+version: nothing calls this from the container.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+from ..errors import ChecksumError, FormatError
+from . import deflate, record, x86
+from .region import DEFLATE, KINDS, X86, Deflate, Region, X86Filter
+
+__all__ = ["Options", "Region", "forward", "inverse", "kinds", "record"]
+
+
+@dataclass(frozen=True)
+class Options:
+    deflate_streams: bool = True
+    x86_code: bool = True
+    budget: deflate.Budget = field(default_factory=deflate.Budget)
+    max_depth: int = record.Bounds().max_depth
+
+
+def forward(block: bytes, options: Options = Options(), base: int = 0):
+    """(transformed stream, regions) of ``block``, whose first byte is at ``base`` in its
+    file; regions empty and the stream the block itself when nothing applies."""
+    return _forward(bytes(block), options, base, 1)
+
+
+def _forward(block, options, base, depth):
+    found = deflate.find(block, options.budget) if options.deflate_streams else []
+    if found:
+        parts, regions, end = [], [], 0
+        for f in found:
+            if depth < options.max_depth:
+                payload, nested = _forward(f.inflated, options, 0, depth + 1)
+            else:
+                payload, nested = f.inflated, ()
+            crc = zlib.crc32(memoryview(block)[f.offset : f.offset + f.length])
+            parts += [block[end : f.offset], payload]
+            regions.append(Region(DEFLATE, f.offset, f.length, len(payload), crc, f.params, nested))
+            end = f.offset + f.length
+        parts.append(block[end:])
+        return b"".join(parts), tuple(regions)
+    if options.x86_code and len(block) >= 5 and x86.looks_like_code(block):
+        crc = zlib.crc32(block)
+        return x86.encode(block, base), (
+            Region(X86, 0, len(block), len(block), crc, X86Filter(base)),
+        )
+    return block, ()
+
+
+def inverse(stream: bytes, regions, length: int) -> bytes:
+    """The original ``length`` bytes of a block from its transformed ``stream``.
+
+    FormatError when the regions do not fit the stream, ChecksumError when a region does not
+    give back the bytes its CRC32 names (a damaged record or stream, or a zlib that deflates
+    differently from the one that wrote the file)."""
+    stream = memoryview(stream)
+    parts, pos, end = [], 0, 0
+    for r in regions:
+        gap = r.offset - end
+        payload_start = pos + gap
+        if gap < 0 or payload_start + r.out_length > len(stream):
+            raise FormatError("transform regions do not fit the stream")
+        parts.append(stream[pos:payload_start])
+        original = _invert(r, stream[payload_start : payload_start + r.out_length])
+        if len(original) != r.length or zlib.crc32(original) != r.crc:
+            raise ChecksumError(f"a {KINDS[r.kind]} transform does not restore its original bytes")
+        parts.append(original)
+        pos = payload_start + r.out_length
+        end = r.offset + r.length
+    parts.append(stream[pos:])
+    out = b"".join(parts)
+    if len(out) != length:
+        raise FormatError("transform regions do not add up to the block's length")
+    return out
+
+
+def _invert(r, payload):
+    p = r.params
+    if r.kind == X86:
+        return x86.decode(payload, p.base)
+    assert isinstance(p, Deflate)
+    inflated = inverse(payload, r.nested, p.inflated_length)
+    return deflate.deflate(inflated, p, r.length) or b""
+
+
+def kinds(regions) -> list[str]:
+    """The transforms used, by name, each once, for a report such as ``info``."""
+    names = []
+    for r in regions:
+        names += [KINDS[r.kind], *kinds(r.nested)]
+    return list(dict.fromkeys(names))

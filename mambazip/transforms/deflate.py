@@ -1,0 +1,233 @@
+"""Deflate streams inside a block: find them, inflate them, and prove zlib remakes them.
+
+A stream is kept only when zlib, given the inflated data and one set of parameters (window
+bits, level, memLevel, strategy), deflates it to exactly the original bytes; then the
+payload is the inflated data and the parameters are all the decoder needs. Headers and
+trailers (zlib's two bytes and Adler-32, gzip's header and CRC, a zip entry's local header)
+stay in the block as bytes: only the raw deflate data is replaced.
+
+Where streams are looked for:
+
+- gzip members: ``1f 8b 08`` and a header with known flags;
+- zip local entries: ``PK 03 04`` with method 8;
+- zlib streams: any two bytes that form a valid zlib header without a preset dictionary.
+  PDF ``FlateDecode`` streams and PNG files whose image data is one ``IDAT`` chunk are
+  zlib streams and are found this way; an image split over several ``IDAT`` chunks is not
+  (its zlib stream is cut by chunk headers).
+
+Everything is bounded by ``Budget``: an inflater never produces more than
+``max_inflated`` bytes for one stream (``decompressobj`` with ``max_length``; a stream that
+would give more, a deflate bomb, stays as bytes), the block's streams together at most
+``max_total``, and the parameter search at most ``max_tries`` re-deflates per stream and
+``max_block_tries`` per block. Candidates are tried in order of how often they occur (the
+zlib header's level hint and window first; levels 6, 9, 1; memLevel 8 then 9 (GNU gzip
+matches zlib at memLevel 9); the default strategy), and the first match wins.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .region import Deflate
+
+_CHUNK = 1 << 14  # bytes fed to a compressor between comparisons, so a mismatch stops early
+_LEVELS = (6, 9, 1, 5, 4, 3, 2, 8, 7, 0)
+# What a zlib header's FLEVEL field says about the level that wrote it.
+_LEVEL_HINT = {0: (1,), 1: (5, 4, 3, 2), 2: (6,), 3: (9, 8, 7)}
+_STRATEGIES = (
+    zlib.Z_FILTERED,
+    zlib.Z_HUFFMAN_ONLY,
+    zlib.Z_RLE,
+    zlib.Z_FIXED,
+)
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_inflated: int = 64 << 20  # one stream's inflated bytes
+    max_total: int = 256 << 20  # all streams of one block, inflated
+    min_length: int = 32  # raw deflate bytes; shorter streams cost more to record than save
+    max_tries: int = 48  # re-deflates per stream
+    max_block_tries: int = 512  # re-deflates per block
+    max_candidates: int = 4096  # header matches tried per block
+
+
+@dataclass(frozen=True)
+class Found:
+    offset: int  # of the raw deflate data
+    length: int
+    inflated: bytes
+    params: Deflate
+
+
+class _Spend:
+    """What one block has used of its budget so far."""
+
+    def __init__(self, budget):
+        self.budget = budget
+        self.tries = 0
+        self.inflated = 0
+
+
+def find(block: bytes, budget: Budget = Budget()) -> list[Found]:
+    """The streams in ``block`` that zlib reproduces, in order, not overlapping."""
+    spend = _Spend(budget)
+    found = []
+    end = 0
+    for start, hint in _candidates(block, budget):
+        if start < end:
+            continue
+        f = _try(block, start, hint, spend)
+        if f is not None:
+            found.append(f)
+            end = f.offset + f.length
+        if spend.tries >= budget.max_block_tries or spend.inflated >= budget.max_total:
+            break
+    return found
+
+
+def _candidates(block, budget):
+    """(start of raw deflate data, (wbits, levels) hint or None) in order of start."""
+    out = []
+    data = np.frombuffer(block, dtype=np.uint8)
+    if len(data) >= 2:
+        cmf = data[:-1].astype(np.int64)
+        flg = data[1:].astype(np.int64)
+        ok = ((cmf & 0x0F) == 8) & ((cmf >> 4) <= 7) & ((cmf * 256 + flg) % 31 == 0)
+        ok &= (flg & 0x20) == 0
+        for p in np.flatnonzero(ok).tolist():
+            out.append((p + 2, ((block[p] >> 4) + 8, _LEVEL_HINT[block[p + 1] >> 6])))
+    at = block.find(b"\x1f\x8b\x08")
+    while at >= 0:
+        start = _gzip_data(block, at)
+        if start is not None:
+            out.append((start, (15, ())))
+        at = block.find(b"\x1f\x8b\x08", at + 1)
+    at = block.find(b"PK\x03\x04")
+    while at >= 0:
+        if at + 30 <= len(block) and int.from_bytes(block[at + 8 : at + 10], "little") == 8:
+            names = int.from_bytes(block[at + 26 : at + 28], "little")
+            extra = int.from_bytes(block[at + 28 : at + 30], "little")
+            out.append((at + 30 + names + extra, (15, ())))
+        at = block.find(b"PK\x03\x04", at + 1)
+    out.sort(key=lambda c: c[0])
+    return out[: budget.max_candidates]
+
+
+def _gzip_data(block, at):
+    """Where a gzip member's deflate data starts (RFC 1952), or None."""
+    flags = block[at + 3] if at + 3 < len(block) else 0xFF
+    if flags & 0xE0:
+        return None
+    p = at + 10
+    if flags & 4:  # FEXTRA
+        if p + 2 > len(block):
+            return None
+        p += 2 + int.from_bytes(block[p : p + 2], "little")
+    for bit in (8, 16):  # FNAME, FCOMMENT: zero-terminated
+        if flags & bit:
+            z = block.find(b"\0", p)
+            if z < 0:
+                return None
+            p = z + 1
+    if flags & 2:  # FHCRC
+        p += 2
+    return p if p < len(block) else None
+
+
+def inflate(block, start, limit):
+    """(inflated bytes, raw deflate length) of a complete stream at ``start``, or None when
+    it is not one or would inflate past ``limit`` bytes."""
+    d = zlib.decompressobj(-15)
+    try:
+        out = d.decompress(memoryview(block)[start:], limit + 1)
+    except zlib.error:
+        return None
+    if not d.eof or len(out) > limit:
+        return None
+    return out, len(block) - start - len(d.unused_data)
+
+
+def _try(block, start, hint, spend):
+    budget = spend.budget
+    limit = min(budget.max_inflated, budget.max_total - spend.inflated)
+    got = inflate(block, start, limit)
+    if got is None:
+        return None
+    data, length = got
+    if length < budget.min_length:
+        return None
+    spend.inflated += len(data)
+    raw = memoryview(block)[start : start + length]
+    for tries, params in enumerate(_parameters(hint, len(data))):
+        if tries >= budget.max_tries or spend.tries >= budget.max_block_tries:
+            break
+        spend.tries += 1
+        if _reproduces(data, raw, params):
+            return Found(start, length, data, params)
+    return None
+
+
+def _parameters(hint, inflated_length):
+    """Candidate (wbits, level, memLevel, strategy), most likely first, without repeats."""
+    wbits, levels = hint
+    levels = tuple(dict.fromkeys((*levels, *_LEVELS)))
+    windows = tuple(dict.fromkeys((wbits, 15, 14, 13, 12, 11, 10, 9)))
+    seen = set()
+
+    def fresh(w, level, mem, strategy):
+        if level == 0:  # stored: memLevel and strategy do not change the output
+            mem, strategy = 8, 0
+        key = (w, level, mem, strategy)
+        if key in seen:
+            return None
+        seen.add(key)
+        return Deflate(w, level, mem, strategy, inflated_length)
+
+    order = [(wbits, lv, mem, 0) for mem in (8, 9) for lv in levels]
+    order += [(wbits, lv, 8, s) for s in _STRATEGIES for lv in levels[:3]]
+    order += [(wbits, lv, mem, 0) for mem in (7, 6, 5, 4, 3, 2, 1) for lv in levels[:3]]
+    order += [(w, lv, 8, 0) for w in windows[1:] for lv in levels[:3]]
+    for candidate in order:
+        p = fresh(*candidate)
+        if p is not None:
+            yield p
+
+
+def compressor(params):
+    return zlib.compressobj(
+        params.level, zlib.DEFLATED, -params.wbits, params.mem_level, params.strategy
+    )
+
+
+def _reproduces(data, raw, params):
+    """Whether zlib with ``params`` deflates ``data`` to exactly ``raw``, stopping at the
+    first differing chunk of output."""
+    c = compressor(params)
+    done = 0
+    view = memoryview(data)
+    for i in range(0, len(view), _CHUNK):
+        piece = c.compress(view[i : i + _CHUNK])
+        if piece:
+            if raw[done : done + len(piece)] != piece:
+                return False
+            done += len(piece)
+    piece = c.flush()
+    return done + len(piece) == len(raw) and raw[done:] == piece
+
+
+def deflate(data, params, length):
+    """Re-deflate ``data`` with ``params``; None as soon as the output passes ``length``
+    bytes (a damaged record must not make the decoder write without bound)."""
+    c = compressor(params)
+    out = bytearray()
+    view = memoryview(data)
+    for i in range(0, len(view), _CHUNK):
+        out += c.compress(view[i : i + _CHUNK])
+        if len(out) > length:
+            return None
+    out += c.flush()
+    return bytes(out) if len(out) == length else None

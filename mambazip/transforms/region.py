@@ -1,0 +1,48 @@
+"""What a transform leaves for the decoder: one ``Region`` per replaced span of a block.
+
+A transformed block is the block with each region's original bytes replaced by its payload,
+in order: the bytes between regions are copied unchanged. A region says where its original
+bytes were (``offset``, ``length``), how many payload bytes replace them (``out_length``),
+which transform made the payload (``kind``) with that transform's ``params``, and the CRC32
+of the original bytes, which the inverse checks. A deflate region's payload may itself hold
+regions (``nested``, offsets into the inflated data), to a bounded depth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Kinds, as stored in the record (one byte each); never renumber a kind once a format uses it.
+DEFLATE = 1
+X86 = 2
+KINDS = {DEFLATE: "deflate", X86: "x86"}
+
+
+@dataclass(frozen=True)
+class Deflate:
+    """How zlib re-deflates the inflated data to the original raw deflate bytes."""
+
+    wbits: int  # 9..15, the window of deflateInit2 (raw: zlib is given -wbits)
+    level: int  # 0..9
+    mem_level: int  # 1..9
+    strategy: int  # 0..4: default, filtered, huffman only, rle, fixed
+    inflated_length: int  # bytes the stream inflates to (the nested regions' original)
+
+
+@dataclass(frozen=True)
+class X86Filter:
+    """The E8/E9 filter; ``base`` is the offset of the region's first byte in its file,
+    so one call target reads the same absolute address in every block."""
+
+    base: int
+
+
+@dataclass(frozen=True)
+class Region:
+    kind: int
+    offset: int  # where the original bytes start, in the (parent's) original
+    length: int  # original bytes replaced
+    out_length: int  # payload bytes in the transformed stream
+    crc: int  # CRC32 of the original bytes
+    params: Deflate | X86Filter
+    nested: tuple[Region, ...] = ()

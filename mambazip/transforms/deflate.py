@@ -203,14 +203,22 @@ def compressor(params):
     )
 
 
+def _chunk(params, length):
+    """How much input to give zlib at a time. Level 0 sizes its stored blocks by the input
+    each call gives it, so a stored stream is remade as ``zlib.compress`` made it, in one
+    call; the other levels write the same bytes however the input is cut."""
+    return max(length, 1) if params.level == 0 else _CHUNK
+
+
 def _reproduces(data, raw, params):
     """Whether zlib with ``params`` deflates ``data`` to exactly ``raw``, stopping at the
     first differing chunk of output."""
     c = compressor(params)
+    step = _chunk(params, len(data))
     done = 0
     view = memoryview(data)
-    for i in range(0, len(view), _CHUNK):
-        piece = c.compress(view[i : i + _CHUNK])
+    for i in range(0, len(view), step):
+        piece = c.compress(view[i : i + step])
         if piece:
             if raw[done : done + len(piece)] != piece:
                 return False
@@ -223,10 +231,11 @@ def deflate(data, params, length):
     """Re-deflate ``data`` with ``params``; None as soon as the output passes ``length``
     bytes (a damaged record must not make the decoder write without bound)."""
     c = compressor(params)
+    step = _chunk(params, len(data))
     out = bytearray()
     view = memoryview(data)
-    for i in range(0, len(view), _CHUNK):
-        out += c.compress(view[i : i + _CHUNK])
+    for i in range(0, len(view), step):
+        out += c.compress(view[i : i + step])
         if len(out) > length:
             return None
     out += c.flush()

@@ -18,7 +18,18 @@ from ..errors import ChecksumError, FormatError
 from . import deflate, record, x86
 from .region import DEFLATE, KINDS, X86, Deflate, Region, X86Filter
 
-__all__ = ["Options", "Region", "forward", "inverse", "kinds", "record"]
+__all__ = [
+    "DEFLATE",
+    "X86",
+    "Deflate",
+    "Options",
+    "Region",
+    "X86Filter",
+    "forward",
+    "inverse",
+    "kinds",
+    "record",
+]
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,21 @@
-"""x86 E8/E9 filter: relative call and jump targets become absolute addresses.
+"""x86 filter: relative call, jump and RIP-relative targets become absolute addresses.
 
-A call (E8) or jump (E9) is followed by a 32-bit displacement from the next instruction.
-The same function called from many places has many displacements but one address, which a
-predictor can learn. Like xz's BCJ filter, only displacements that look like near targets
-are changed: those whose top byte is 00 or FF, i.e. in [-2^24, 2^24). The sum with the
-position is taken modulo 2^25 and brought back into that range, so a changed value again
-has top byte 00 or FF.
+A call (E8) or jump (E9, or 0F 80..8F, a conditional jump) is followed by a 32-bit
+displacement from the next instruction; so is an x86-64 ``lea``/``mov`` of a RIP-relative
+address (REX.W 48 or 4C, then 8D, 8B or 89, then a ModRM byte with mod 00 and r/m 101).
+The same function or variable reached from many places has many displacements but one
+address, which a predictor can learn. Like xz's BCJ filter, only displacements that look
+near are changed: those whose top byte is 00 or FF, i.e. in [-2^24, 2^24). The sum with the
+position of the next instruction is taken modulo 2^25 and brought back into that range, so
+a changed value again has top byte 00 or FF.
 
-Why it inverts exactly: both sides scan left to right, and every E8/E9 they look at is
-examined, then the scan jumps past its four operand bytes whether or not it changed them.
-Only operand bytes of examined opcodes are ever changed and those are never examined, so
-the decoder meets the same opcode bytes at the same places; at each one the top byte is 00
-or FF after the filter exactly when it was before. An opcode whose operand runs past the end
-of the data is left alone, on both sides.
+Why it inverts exactly: both sides scan left to right; at each instruction start they
+examine, they change or keep its operand, then jump past the operand either way. Only
+operand bytes are ever changed, and the test at a position reads that byte and the next
+two, which cannot lie in the operand of an instruction examined later (an E8 or E9 one byte
+on would have to be the 8D, 8B or 89 of the RIP-relative test). So the decoder examines the
+same places, and at each one the top byte is 00 or FF after the filter exactly when it was
+before. An operand that runs past the end of the data is left alone, on both sides.
 """
 
 from __future__ import annotations
@@ -27,23 +30,40 @@ _ELF_MACHINES = (3, 62)
 _PE_MACHINES = (0x14C, 0x8664)
 
 
-def _examined(data: np.ndarray) -> np.ndarray:
-    """Positions of the E8/E9 bytes the scan examines (each then skips its operand)."""
+def _candidates(data: np.ndarray):
+    """(start, operand offset) of every place an instruction with a rel32 operand may begin."""
     n = len(data)
-    candidates = np.flatnonzero((data[: max(n - 4, 0)] & 0xFE) == 0xE8)
+    nxt = np.zeros(n, dtype=np.uint8)
+    nxt[:-1] = data[1:]
+    nxt2 = np.zeros(n, dtype=np.uint8)
+    nxt2[:-2] = data[2:]
+    call = (data & 0xFE) == 0xE8
+    jcc = (data == 0x0F) & ((nxt & 0xF0) == 0x80)
+    rex = (data == 0x48) | (data == 0x4C)
+    rip = rex & ((nxt == 0x8D) | (nxt == 0x8B) | (nxt == 0x89)) & ((nxt2 & 0xC7) == 0x05)
+    at = np.flatnonzero(call | jcc | rip)
+    operand = np.where(call[at], 1, np.where(jcc[at], 2, 3))
+    return at, operand
+
+
+def _examined(data: np.ndarray) -> np.ndarray:
+    """Operand positions of the instructions the scan examines (each then skips its
+    operand); those whose operand would run past the end are not examined."""
+    n = len(data)
+    at, operand = _candidates(data)
     chosen = []
     next_free = 0
-    # A loop over the opcode candidates only (about 1 % of code bytes), not over every byte.
-    for c in candidates.tolist():
-        if c >= next_free:
-            chosen.append(c)
-            next_free = c + 5
+    # A loop over the candidates only (a few % of code bytes), not over every byte.
+    for start, op in zip(at.tolist(), operand.tolist(), strict=True):
+        if start >= next_free and start + op + 4 <= n:
+            chosen.append(start + op)
+            next_free = start + op + 4
     return np.asarray(chosen, dtype=np.int64)
 
 
 def _operands(data, at):
-    """The 32-bit little-endian operands after each opcode in ``at``, as int64."""
-    b = [data[at + k].astype(np.int64) for k in range(1, 5)]
+    """The 32-bit little-endian operands at each position in ``at``, as int64."""
+    b = [data[at + k].astype(np.int64) for k in range(4)]
     return b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)
 
 
@@ -51,20 +71,20 @@ def _apply(data: bytes, base: int, sign: int) -> bytes:
     arr = np.frombuffer(data, dtype=np.uint8).copy()
     at = _examined(arr)
     if len(at):
-        top = arr[at + 4]
+        top = arr[at + 3]
         at = at[(top == 0x00) | (top == 0xFF)]
         value = _operands(arr, at)
         value = np.where(value >= 1 << 31, value - (1 << 32), value)  # int32
-        position = (at + 5 + base) % _SPAN
+        position = (at + 4 + base) % _SPAN
         moved = (value + sign * position) % _SPAN
         moved = np.where(moved >= _HALF, moved - _SPAN, moved) & 0xFFFFFFFF
         for k in range(4):
-            arr[at + 1 + k] = (moved >> (8 * k)) & 0xFF
+            arr[at + k] = (moved >> (8 * k)) & 0xFF
     return arr.tobytes()
 
 
 def encode(data: bytes, base: int = 0) -> bytes:
-    """``data`` with near call/jump displacements made absolute; ``base`` is the position of
+    """``data`` with near displacements made absolute; ``base`` is the position of
     ``data[0]`` in its file."""
     return _apply(data, base, +1)
 
@@ -87,16 +107,16 @@ def is_executable(data: bytes) -> bool:
 
 
 def looks_like_code(data: bytes) -> bool:
-    """An x86 header, or enough E8/E9 opcodes whose operands look like near targets.
+    """An x86 header, or enough examined instructions whose operands look near.
 
-    In x86 code most examined E8/E9 are calls and jumps to nearby code (top operand byte 00
-    or FF); in random bytes 2 in 256 are, and text has few E8/E9 bytes at all."""
+    In x86 code most are calls, jumps and addresses near the instruction (top operand byte
+    00 or FF); in random bytes 2 in 256 are, and text has few E8, E9 or 0F bytes at all."""
     if is_executable(data):
         return True
     arr = np.frombuffer(data, dtype=np.uint8)
     at = _examined(arr)
     if len(at) < max(16, len(arr) // 2048):
         return False
-    top = arr[at + 4]
+    top = arr[at + 3]
     near = np.count_nonzero((top == 0x00) | (top == 0xFF))
     return near * 4 >= len(at)

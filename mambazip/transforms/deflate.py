@@ -21,16 +21,21 @@ would give more, a deflate bomb, stays as bytes), the block's streams together a
 ``max_total``, and the parameter search at most ``max_tries`` re-deflates per stream and
 ``max_block_tries`` per block. Candidates are tried in order of how often they occur (the
 zlib header's level hint and window first; levels 6, 9, 1; memLevel 8 then 9 (GNU gzip
-matches zlib at memLevel 9); the default strategy), and the first match wins.
+matches zlib at memLevel 9); the default strategy), and the first match wins. When none
+matches, the stream's own block ends are read (``deflate_blocks``): GNU gzip and Info-ZIP
+end blocks early where zlib does not, and zlib flushing with ``Z_BLOCK`` at those ends
+remakes their streams (``max_tries_at_ends`` more tries, levels 9 to 6, memLevel 9 and 8).
 """
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
+from .deflate_blocks import block_ends
 from .region import Deflate
 
 _CHUNK = 1 << 14  # bytes fed to a compressor between comparisons, so a mismatch stops early
@@ -50,9 +55,11 @@ class Budget:
     max_inflated: int = 64 << 20  # one stream's inflated bytes
     max_total: int = 256 << 20  # all streams of one block, inflated
     min_length: int = 32  # raw deflate bytes; shorter streams cost more to record than save
-    max_tries: int = 48  # re-deflates per stream
+    max_tries: int = 48  # re-deflates per stream with zlib's own block ends
+    max_tries_at_ends: int = 8  # and then with the stream's block ends
     max_block_tries: int = 512  # re-deflates per block
     max_candidates: int = 4096  # header matches tried per block
+    max_blocks: int = 4096  # deflate blocks read to find where a stream's blocks end
 
 
 @dataclass(frozen=True)
@@ -162,17 +169,30 @@ def _try(block, start, hint, spend):
         return None
     spend.inflated += len(data)
     raw = memoryview(block)[start : start + length]
-    for tries, params in enumerate(_parameters(hint, len(data))):
-        if tries >= budget.max_tries or spend.tries >= budget.max_block_tries:
-            break
+    candidates = _parameters(hint, len(data))
+    params = _first_match(data, raw, candidates, budget.max_tries, spend)
+    if params is None:
+        # zlib's own block ends did not do: read the stream's and flush at them.
+        ends = block_ends(raw, budget.max_blocks)
+        if ends is not None and len(ends) > 1:
+            candidates = _parameters(hint, len(data), ends[:-1], short=True)
+            params = _first_match(data, raw, candidates, budget.max_tries_at_ends, spend)
+    return None if params is None else Found(start, length, data, params)
+
+
+def _first_match(data, raw, candidates, tries, spend):
+    for params in itertools.islice(candidates, tries):
+        if spend.tries >= spend.budget.max_block_tries:
+            return None
         spend.tries += 1
         if _reproduces(data, raw, params):
-            return Found(start, length, data, params)
+            return params
     return None
 
 
-def _parameters(hint, inflated_length):
-    """Candidate (wbits, level, memLevel, strategy), most likely first, without repeats."""
+def _parameters(hint, inflated_length, ends=(), short=False):
+    """Candidate parameters, most likely first, without repeats; ``short``: the default
+    strategy at memLevel 8 and 9 only (what GNU gzip and Info-ZIP correspond to)."""
     wbits, levels = hint
     levels = tuple(dict.fromkeys((*levels, *_LEVELS)))
     windows = tuple(dict.fromkeys((wbits, 15, 14, 13, 12, 11, 10, 9)))
@@ -185,12 +205,14 @@ def _parameters(hint, inflated_length):
         if key in seen:
             return None
         seen.add(key)
-        return Deflate(w, level, mem, strategy, inflated_length)
+        return Deflate(w, level, mem, strategy, inflated_length, ends)
 
-    order = [(wbits, lv, mem, 0) for mem in (8, 9) for lv in levels]
-    order += [(wbits, lv, 8, s) for s in _STRATEGIES for lv in levels[:3]]
-    order += [(wbits, lv, mem, 0) for mem in (7, 6, 5, 4, 3, 2, 1) for lv in levels[:3]]
-    order += [(w, lv, 8, 0) for w in windows[1:] for lv in levels[:3]]
+    order = [(wbits, lv, mem, 0) for mem in (9, 8) if short for lv in (9, 8, 7, 6)]
+    order += [] if short else [(wbits, lv, mem, 0) for mem in (8, 9) for lv in levels]
+    if not short:
+        order += [(wbits, lv, 8, s) for s in _STRATEGIES for lv in levels[:3]]
+        order += [(wbits, lv, mem, 0) for mem in (7, 6, 5, 4, 3, 2, 1) for lv in levels[:3]]
+        order += [(w, lv, 8, 0) for w in windows[1:] for lv in levels[:3]]
     for candidate in order:
         p = fresh(*candidate)
         if p is not None:
@@ -203,40 +225,46 @@ def compressor(params):
     )
 
 
-def _chunk(params, length):
-    """How much input to give zlib at a time. Level 0 sizes its stored blocks by the input
-    each call gives it, so a stored stream is remade as ``zlib.compress`` made it, in one
-    call; the other levels write the same bytes however the input is cut."""
-    return max(length, 1) if params.level == 0 else _CHUNK
+def _pieces(data, params):
+    """(input, flush mode) in the order zlib is given them: the input cut at each block end
+    and flushed with Z_BLOCK there, and in chunks of _CHUNK between, so a mismatch is seen
+    early. Level 0 sizes its stored blocks by the input each call gives it, so a stored
+    stream gets each block's input in one call, as ``zlib.compress`` gives it the whole;
+    the other levels write the same bytes however the input is cut between flushes."""
+    view = memoryview(data)
+    start = 0
+    for end in (*params.ends, len(view)):
+        step = max(end - start, 1) if params.level == 0 else _CHUNK
+        for i in range(start, end, step):
+            yield view[i : min(i + step, end)], None
+        yield b"", zlib.Z_BLOCK if end < len(view) else zlib.Z_FINISH
+        start = end
+
+
+def _outputs(data, params):
+    c = compressor(params)
+    for piece, flush in _pieces(data, params):
+        yield c.compress(piece) if flush is None else c.flush(flush)
 
 
 def _reproduces(data, raw, params):
     """Whether zlib with ``params`` deflates ``data`` to exactly ``raw``, stopping at the
-    first differing chunk of output."""
-    c = compressor(params)
-    step = _chunk(params, len(data))
+    first differing output."""
     done = 0
-    view = memoryview(data)
-    for i in range(0, len(view), step):
-        piece = c.compress(view[i : i + step])
+    for piece in _outputs(data, params):
         if piece:
             if raw[done : done + len(piece)] != piece:
                 return False
             done += len(piece)
-    piece = c.flush()
-    return done + len(piece) == len(raw) and raw[done:] == piece
+    return done == len(raw)
 
 
 def deflate(data, params, length):
     """Re-deflate ``data`` with ``params``; None as soon as the output passes ``length``
     bytes (a damaged record must not make the decoder write without bound)."""
-    c = compressor(params)
-    step = _chunk(params, len(data))
     out = bytearray()
-    view = memoryview(data)
-    for i in range(0, len(view), step):
-        out += c.compress(view[i : i + step])
+    for piece in _outputs(data, params):
+        out += piece
         if len(out) > length:
             return None
-    out += c.flush()
     return bytes(out) if len(out) == length else None

@@ -6,6 +6,7 @@ Layout (little-endian; varint = unsigned LEB128, at most 9 bytes, value < 2^63):
     regions := count:varint  region{count}
     region  := kind:u8  gap:varint  length:varint  out_length:varint  crc:u32  params
     params  := deflate: wbits:u8 level:u8 mem_level:u8 strategy:u8 inflated_length:varint
+                        n_ends:varint  step:varint{n_ends}   (block ends, each step >= 1)
                         regions                       (nested, offsets into the inflated data)
              | x86:     base:varint
 
@@ -64,6 +65,9 @@ def _put_regions(out, regions):
         if r.kind == DEFLATE:
             out += bytes([p.wbits, p.level, p.mem_level, p.strategy])
             _put_varint(out, p.inflated_length)
+            _put_varint(out, len(p.ends))
+            for before, end in zip((0, *p.ends), p.ends, strict=False):
+                _put_varint(out, end - before)
             _put_regions(out, r.nested)
         else:
             _put_varint(out, p.base)
@@ -161,10 +165,20 @@ def _deflate(reader, out_length, depth):
         raise FormatError("deflate transform has impossible zlib parameters")
     if inflated > reader.bounds.max_inflated:
         raise FormatError("deflate transform inflates past the limit")
+    n_ends = reader.varint()
+    if n_ends > len(reader.buf) - reader.pos:
+        raise FormatError("deflate transform declares more block ends than it holds")
+    ends, end = [], 0
+    for _ in range(n_ends):
+        step = reader.varint()
+        end += step
+        if step == 0 or end > inflated:
+            raise FormatError("deflate transform has block ends out of order or past its end")
+        ends.append(end)
     start = reader.pos
     count = reader.varint()
     reader.pos = start
     if count and depth >= reader.bounds.max_depth:
         raise FormatError("transform record nests too deep")
     nested = _regions(reader, inflated, out_length, depth + 1)
-    return Deflate(wbits, level, mem_level, strategy, inflated), nested
+    return Deflate(wbits, level, mem_level, strategy, inflated, tuple(ends)), nested

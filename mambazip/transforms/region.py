@@ -27,6 +27,9 @@ class Deflate:
     mem_level: int  # 1..9
     strategy: int  # 0..4: default, filtered, huffman only, rle, fixed
     inflated_length: int  # bytes the stream inflates to (the nested regions' original)
+    # Inflated offsets where zlib must end a block (flush with Z_BLOCK) to remake a stream
+    # whose writer ended blocks early; empty when zlib's own block ends do.
+    ends: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,19 @@ def _code(n_calls):
     return bytes(head + code)
 
 
+def _early_blocks(data, ends):
+    c = zlib.compressobj(9, zlib.DEFLATED, -15, 9)
+    out, start = bytearray(), 0
+    for end in ends:
+        out += c.compress(data[start:end]) + c.flush(zlib.Z_BLOCK)
+        start = end
+    return bytes(out + c.compress(data[start:]) + c.flush())
+
+
 @pytest.fixture(scope="module")
 def sample():
     """A block whose record has every shape: several regions, deflate inside deflate
-    inside deflate, and x86 at the bottom."""
+    inside deflate, x86 at the bottom, and a stream remade at its own block ends."""
     inner = io.BytesIO()
     with zipfile.ZipFile(inner, "w") as z:
         for name, data in (("a.txt", _text(3000, 1)), ("prog", _code(200))):
@@ -50,10 +59,15 @@ def sample():
         + gzip.compress(inner.getvalue(), 6, mtime=0)
         + b"middle"
         + zlib.compress(_text(2000, 2), 9)
+        + b"early"
+        + b"\x78\xda"
+        + _early_blocks(_text(9000, 3), (1000, 5000))
+        + struct.pack(">I", zlib.adler32(_text(9000, 3)))
         + b"end"
     )
     stream, regions = forward(block)
-    assert [r.kind for r in regions] == [DEFLATE, DEFLATE]
+    assert [r.kind for r in regions] == [DEFLATE, DEFLATE, DEFLATE]
+    assert regions[2].params.ends == (1000, 5000)
     assert [r.kind for r in regions[0].nested[1].nested] == [X86]
     return block, stream, record.encode(regions)
 
@@ -204,6 +218,31 @@ def test_nesting_to_the_depth_limit_parses():
 def test_nesting_past_the_depth_limit_is_refused():
     region = nest(4)
     refused(record.encode((region,)), 8, region.out_length)
+
+
+def with_ends(ends, inflated=100):
+    params = Deflate(15, 9, 9, 0, inflated, ends)
+    return record.encode((Region(DEFLATE, 0, 10, inflated, 0, params),))
+
+
+def test_block_ends_parse():
+    regions = record.decode(with_ends((10, 60)), 10, 100)
+    assert regions[0].params.ends == (10, 60)
+
+
+def test_block_ends_out_of_order_are_refused():
+    refused(with_ends((60, 60)), 10, 100)
+
+
+def test_block_ends_past_the_inflated_data_are_refused():
+    refused(with_ends((60, 101)), 10, 100)
+
+
+def test_more_block_ends_than_the_record_holds_are_refused():
+    rec = bytearray(with_ends(()))
+    at = rec.index(bytes([100])) + 1  # the inflated length, then the count of ends
+    rec[at : at + 1] = b"\xff\xff\x03"
+    refused(bytes(rec), 10, 100)
 
 
 def test_trailing_bytes_are_refused():

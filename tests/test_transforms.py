@@ -16,6 +16,7 @@ import pytest
 from mambazip.errors import ChecksumError
 from mambazip.transforms import DEFLATE, X86, Options, forward, inverse, kinds, record, x86
 from mambazip.transforms.deflate import Budget, inflate
+from mambazip.transforms.deflate_blocks import block_ends
 
 WORDS = b"the of and to in is was that for it with as his on be at by had are but from".split()
 
@@ -107,6 +108,37 @@ def test_a_stream_with_a_flipped_bit_round_trips():
         block = bytearray(good)
         block[bit // 8] ^= 1 << (bit % 8)
         round_trip(bytes(block))
+
+
+def early_blocks(data, ends, level=9, mem_level=9):
+    """Raw deflate that ends a block at each of ``ends`` as GNU gzip and Info-ZIP do when
+    they guess a block is good enough, written with zlib's Z_BLOCK flush."""
+    c = zlib.compressobj(level, zlib.DEFLATED, -15, mem_level)
+    out, start = bytearray(), 0
+    for end in ends:
+        out += c.compress(data[start:end]) + c.flush(zlib.Z_BLOCK)
+        start = end
+    return bytes(out + c.compress(data[start:]) + c.flush())
+
+
+def test_block_ends_are_read_from_the_stream():
+    data = text(60000, seed=7)
+    assert block_ends(early_blocks(data, [5000, 20000, 20001])) == (5000, 20000, 20001, 60000)
+
+
+def test_block_ends_of_a_broken_stream_are_none():
+    assert block_ends(early_blocks(text(20000), [3000])[:500]) is None
+    assert block_ends(b"\x07" + bytes(40)) is None  # block type 3 does not exist
+
+
+@pytest.mark.parametrize("level", [6, 9])
+def test_a_stream_with_early_block_ends_is_remade_at_them(level):
+    data = text(60000, seed=level)
+    raw = early_blocks(data, [4096, 30000], level)
+    block = b"\x1f\x8b\x08\x00" + bytes(6) + raw + struct.pack("<II", zlib.crc32(data), len(data))
+    assert gzip.decompress(block) == data
+    stream, regions = round_trip(block)
+    assert data in stream and regions[0].params.ends == (4096, 30000)
 
 
 def test_a_truncated_stream_is_left_as_bytes():

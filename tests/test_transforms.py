@@ -296,7 +296,7 @@ def test_x86_overlapping_opcodes_round_trip():
 
 
 def test_an_x86_region_records_its_base():
-    data = call_heavy(4000, 9)
+    data = headless_code(300)
     stream, regions = forward(data, base=123456)
     assert regions[0].kind == X86 and regions[0].params.base == 123456
     assert stream == reference_x86(data, 123456, +1)
@@ -332,10 +332,27 @@ def test_a_pe_program_round_trips_through_the_filter():
     assert kinds(regions) == ["x86"] and stream != data
 
 
+def headless_code(n_calls):
+    """Code without a header: calls to a few functions from many places."""
+    return synthetic_pe()[0x200:][: 7 * n_calls]
+
+
+def test_code_without_a_header_looks_like_code():
+    assert x86.looks_like_code(headless_code(300))
+
+
 def test_random_bytes_and_text_do_not_look_like_code():
     assert not x86.looks_like_code(noise(100000))
     assert not x86.looks_like_code(text(100000))
-    assert x86.looks_like_code(call_heavy(100000, 1))
+
+
+def test_near_operands_whose_targets_do_not_repeat_do_not_look_like_code():
+    """A blank bitmap with sparse marks: E8 followed by zeros everywhere."""
+    data = bytearray(200000)
+    for at in range(0, len(data), 97):
+        data[at] = 0xE8
+    assert not x86.looks_like_code(bytes(data))
+    assert not x86.looks_like_code(call_heavy(100000, 1))
 
 
 def test_x86_code_inside_a_deflate_stream_is_filtered_too():

@@ -355,6 +355,15 @@ def test_near_operands_whose_targets_do_not_repeat_do_not_look_like_code():
     assert not x86.looks_like_code(call_heavy(100000, 1))
 
 
+def test_x86_code_around_a_deflate_stream_is_filtered():
+    code, inner = synthetic_pe(), zlib_stream(text(5000), 6)
+    stream, regions = round_trip(code + inner + code[0x200:])
+    assert [r.kind for r in regions] == [X86, DEFLATE, X86]
+    assert [r.params.base for r in (regions[0], regions[2])] == [0, regions[2].offset]
+    assert regions[2].offset == regions[1].offset + regions[1].length
+    assert stream.startswith(x86.encode(code))
+
+
 def test_x86_code_inside_a_deflate_stream_is_filtered_too():
     _, regions = round_trip(zlib_stream(synthetic_pe(), 6))
     assert kinds(regions) == ["deflate", "x86"]

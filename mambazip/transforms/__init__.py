@@ -48,25 +48,31 @@ def forward(block: bytes, options: Options = Options(), base: int = 0):
 
 def _forward(block, options, base, depth):
     found = deflate.find(block, options.budget) if options.deflate_streams else []
-    if found:
-        parts, regions, end = [], [], 0
-        for f in found:
-            if depth < options.max_depth:
-                payload, nested = _forward(f.inflated, options, 0, depth + 1)
-            else:
-                payload, nested = f.inflated, ()
-            crc = zlib.crc32(memoryview(block)[f.offset : f.offset + f.length])
-            parts += [block[end : f.offset], payload]
-            regions.append(Region(DEFLATE, f.offset, f.length, len(payload), crc, f.params, nested))
-            end = f.offset + f.length
-        parts.append(block[end:])
-        return b"".join(parts), tuple(regions)
-    if options.x86_code and len(block) >= 5 and x86.looks_like_code(block):
-        crc = zlib.crc32(block)
-        return x86.encode(block, base), (
-            Region(X86, 0, len(block), len(block), crc, X86Filter(base)),
-        )
-    return block, ()
+    code = options.x86_code and len(block) >= 5 and x86.looks_like_code(block)
+    parts, regions, end = [], [], 0
+
+    def between(stop):
+        # The bytes up to the next stream: filtered as x86 in a block of code.
+        piece = block[end:stop]
+        if code and len(piece) >= 5:
+            regions.append(
+                Region(X86, end, len(piece), len(piece), zlib.crc32(piece), X86Filter(base + end))
+            )
+            piece = x86.encode(piece, base + end)
+        parts.append(piece)
+
+    for f in found:
+        between(f.offset)
+        if depth < options.max_depth:
+            payload, nested = _forward(f.inflated, options, 0, depth + 1)
+        else:
+            payload, nested = f.inflated, ()
+        crc = zlib.crc32(memoryview(block)[f.offset : f.offset + f.length])
+        parts.append(payload)
+        regions.append(Region(DEFLATE, f.offset, f.length, len(payload), crc, f.params, nested))
+        end = f.offset + f.length
+    between(len(block))
+    return b"".join(parts), tuple(regions)
 
 
 def inverse(stream: bytes, regions, length: int) -> bytes:

@@ -15,7 +15,18 @@ import numpy as np
 import pytest
 
 from mambazip.errors import ChecksumError, FormatError
-from mambazip.transforms import DEFLATE, X86, Deflate, Region, X86Filter, forward, inverse, record
+from mambazip.transforms import (
+    DEFLATE,
+    PNG,
+    X86,
+    Deflate,
+    PngChunks,
+    Region,
+    X86Filter,
+    forward,
+    inverse,
+    record,
+)
 
 
 def _text(n, seed):
@@ -36,6 +47,14 @@ def _code(n_calls):
     return bytes(head + code)
 
 
+def _idat_chunks(stream, size):
+    out = b""
+    for i in range(0, len(stream), size):
+        piece = b"IDAT" + stream[i : i + size]
+        out += struct.pack(">I", len(piece) - 4) + piece + struct.pack(">I", zlib.crc32(piece))
+    return out
+
+
 def _early_blocks(data, ends):
     c = zlib.compressobj(9, zlib.DEFLATED, -15, 9)
     out, start = bytearray(), 0
@@ -48,7 +67,8 @@ def _early_blocks(data, ends):
 @pytest.fixture(scope="module")
 def sample():
     """A block whose record has every shape: several regions, deflate inside deflate
-    inside deflate, x86 at the bottom, and a stream remade at its own block ends."""
+    inside deflate, x86 at the bottom, a stream remade at its own block ends, and PNG
+    chunks joined."""
     inner = io.BytesIO()
     with zipfile.ZipFile(inner, "w") as z:
         for name, data in (("a.txt", _text(3000, 1)), ("prog", _code(200))):
@@ -63,10 +83,11 @@ def sample():
         + b"\x78\xda"
         + _early_blocks(_text(9000, 3), (1000, 5000))
         + struct.pack(">I", zlib.adler32(_text(9000, 3)))
+        + _idat_chunks(zlib.compress(_text(3000, 4)), 400)
         + b"end"
     )
     stream, regions = forward(block)
-    assert [r.kind for r in regions] == [DEFLATE, DEFLATE, DEFLATE]
+    assert [r.kind for r in regions] == [DEFLATE, DEFLATE, DEFLATE, PNG]
     assert regions[2].params.ends == (1000, 5000)
     assert [r.kind for r in regions[0].nested[1].nested] == [X86]
     return block, stream, record.encode(regions)
@@ -243,6 +264,25 @@ def test_more_block_ends_than_the_record_holds_are_refused():
     at = rec.index(bytes([100])) + 1  # the inflated length, then the count of ends
     rec[at : at + 1] = b"\xff\xff\x03"
     refused(bytes(rec), 10, 100)
+
+
+def png_region(lengths, span=None):
+    joined = sum(lengths)
+    span = joined + 12 * (len(lengths) - 1) if span is None else span
+    return Region(PNG, 0, span, joined, 0, PngChunks(tuple(lengths)))
+
+
+def test_png_chunks_parse():
+    region = png_region([10, 20])
+    assert record.decode(record.encode((region,)), 42, 30) == (region,)
+
+
+def test_a_single_png_chunk_is_refused():
+    refused(record.encode((png_region([10]),)), 10, 10)
+
+
+def test_png_chunks_that_do_not_span_their_region_are_refused():
+    refused(record.encode((png_region([10, 20], span=41),)), 41, 30)
 
 
 def test_trailing_bytes_are_refused():

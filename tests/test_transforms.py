@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mambazip.errors import ChecksumError
-from mambazip.transforms import DEFLATE, X86, Options, forward, inverse, kinds, record, x86
+from mambazip.transforms import DEFLATE, PNG, X86, Options, forward, inverse, kinds, record, x86
 from mambazip.transforms.deflate import Budget, inflate
 from mambazip.transforms.deflate_blocks import block_ends
 
@@ -401,3 +401,41 @@ def test_a_damaged_crc_fails():
     rec[crc_at] ^= 0x80
     with pytest.raises(ChecksumError):
         inverse(stream, record.decode(bytes(rec), len(block), len(stream)), len(block))
+
+
+# PNG image data over several IDAT chunks
+
+
+def png_file(rows, chunk):
+    """A PNG whose zlib stream is cut into IDAT chunks of ``chunk`` bytes, as libpng cuts it."""
+
+    def framed(kind, data):
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    stream = zlib.compress(rows, 9)
+    pieces = [stream[i : i + chunk] for i in range(0, len(stream), chunk)]
+    ihdr = struct.pack(">IIBBBBB", 64, 64, 8, 0, 0, 0, 0)
+    body = b"".join(framed(b"IDAT", p) for p in pieces)
+    return b"\x89PNG\r\n\x1a\n" + framed(b"IHDR", ihdr) + body + framed(b"IEND", b"")
+
+
+def image_rows():
+    return b"".join(b"\0" + noise(16, seed=r) * 4 for r in range(64))
+
+
+def test_a_png_over_several_idat_chunks_is_joined_and_inflated():
+    rows = image_rows()
+    stream, regions = round_trip(png_file(rows, 300))
+    assert rows in stream
+    assert [r.kind for r in regions] == [PNG]
+    assert [r.kind for r in regions[0].nested] == [DEFLATE]
+
+
+def test_idat_chunks_with_a_wrong_crc_are_not_joined():
+    block = bytearray(png_file(image_rows(), 300))
+    first_crc = block.index(b"IDAT") + 4 + 300
+    block[first_crc] ^= 1
+    _, regions = round_trip(bytes(block))
+    assert PNG not in [r.kind for r in regions]

@@ -4,9 +4,10 @@
 as it is); ``inverse(stream, regions, length)`` gives the block back and checks each region's
 CRC32 of the original bytes. ``record.encode``/``record.decode`` turn the regions into bytes
 and back. One module per transform: ``deflate`` (streams zlib re-deflates bit for bit; their
-inflated data may again hold streams or x86 code, to ``record.Bounds.max_depth``) and ``x86``
-(E8/E9 targets made absolute, for blocks that look like x86 code). Not yet in any format
-version: nothing calls this from the container.
+inflated data may again hold streams or x86 code, to ``record.Bounds.max_depth``), ``png``
+(IDAT chunks joined, so that the deflate transform finds the image's zlib stream) and ``x86``
+(call, jump and RIP-relative targets made absolute, in blocks that look like x86 code).
+Not yet in any format version: nothing calls this from the container.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import zlib
 from dataclasses import dataclass, field
 
 from ..errors import ChecksumError, FormatError
-from . import deflate, record, x86
-from .region import DEFLATE, KINDS, X86, Deflate, Region, X86Filter
+from . import deflate, png, record, x86
+from .region import DEFLATE, KINDS, PNG, X86, Deflate, PngChunks, Region, X86Filter
 
 __all__ = [
     "DEFLATE",
+    "PNG",
     "X86",
     "Deflate",
     "Options",
+    "PngChunks",
     "Region",
     "X86Filter",
     "forward",
@@ -47,7 +50,7 @@ def forward(block: bytes, options: Options = Options(), base: int = 0):
 
 
 def _forward(block, options, base, depth):
-    found = deflate.find(block, options.budget) if options.deflate_streams else []
+    items = _streams(block, options, depth)
     code = options.x86_code and len(block) >= 5 and x86.looks_like_code(block)
     parts, regions, end = [], [], 0
 
@@ -55,24 +58,44 @@ def _forward(block, options, base, depth):
         # The bytes up to the next stream: filtered as x86 in a block of code.
         piece = block[end:stop]
         if code and len(piece) >= 5:
-            regions.append(
-                Region(X86, end, len(piece), len(piece), zlib.crc32(piece), X86Filter(base + end))
-            )
+            crc = zlib.crc32(piece)
+            regions.append(Region(X86, end, len(piece), len(piece), crc, X86Filter(base + end)))
             piece = x86.encode(piece, base + end)
         parts.append(piece)
 
-    for f in found:
-        between(f.offset)
-        if depth < options.max_depth:
-            payload, nested = _forward(f.inflated, options, 0, depth + 1)
-        else:
-            payload, nested = f.inflated, ()
-        crc = zlib.crc32(memoryview(block)[f.offset : f.offset + f.length])
+    for offset, length, kind, params, payload, nested in items:
+        between(offset)
+        crc = zlib.crc32(memoryview(block)[offset : offset + length])
         parts.append(payload)
-        regions.append(Region(DEFLATE, f.offset, f.length, len(payload), crc, f.params, nested))
-        end = f.offset + f.length
+        regions.append(Region(kind, offset, length, len(payload), crc, params, nested))
+        end = offset + length
     between(len(block))
     return b"".join(parts), tuple(regions)
+
+
+def _streams(block, options, depth):
+    """(offset, length, kind, params, payload, nested) of each deflate stream and each run
+    of PNG IDAT chunks holding one, in order, not overlapping."""
+    if not options.deflate_streams:
+        return []
+
+    def inner(data):
+        if depth < options.max_depth:
+            return _forward(data, options, 0, depth + 1)
+        return data, ()
+
+    items = []
+    if depth < options.max_depth:
+        for start, lengths in png.find(block):
+            payload, nested = _forward(png.join(block, start, lengths), options, 0, depth + 1)
+            if any(r.kind == DEFLATE for r in nested):
+                span = png.span(lengths)
+                items.append((start, span, PNG, PngChunks(lengths), payload, nested))
+    taken = [(i[0], i[0] + i[1]) for i in items]
+    for f in deflate.find(block, options.budget):
+        if not any(a < f.offset + f.length and f.offset < b for a, b in taken):
+            items.append((f.offset, f.length, DEFLATE, f.params, *inner(f.inflated)))
+    return sorted(items, key=lambda i: i[0])
 
 
 def inverse(stream: bytes, regions, length: int) -> bytes:
@@ -106,6 +129,8 @@ def _invert(r, payload):
     p = r.params
     if r.kind == X86:
         return x86.decode(payload, p.base)
+    if r.kind == PNG:
+        return png.split(inverse(payload, r.nested, sum(p.lengths)), p.lengths)
     assert isinstance(p, Deflate)
     inflated = inverse(payload, r.nested, p.inflated_length)
     return deflate.deflate(inflated, p, r.length) or b""

@@ -9,13 +9,15 @@ Layout (little-endian; varint = unsigned LEB128, at most 9 bytes, value < 2^63):
                         n_ends:varint  step:varint{n_ends}   (block ends, each step >= 1)
                         regions                       (nested, offsets into the inflated data)
              | x86:     base:varint
+             | png:     n_chunks:varint  length:varint{n_chunks}  regions (nested)
 
 ``gap`` is the distance from the end of the previous region (or the start) to this one, so
 regions are in order and never overlap. ``decode`` is told the original length and the
 transformed stream length of the block and checks, before it builds anything, that every
 count, length and depth fits: the regions of each level fit in their original, the payloads
 add up to exactly the stream's length, a region without nested regions has an x86 payload
-as long as its original and a deflate payload as long as its inflated data, and the total
+as long as its original and a deflate payload as long as its inflated data, a png region
+spans its chunks exactly, and the total
 number of regions and the nesting depth stay under ``Bounds``.
 """
 
@@ -25,7 +27,7 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import FormatError
-from .region import DEFLATE, X86, Deflate, Region, X86Filter
+from .region import DEFLATE, PNG, X86, Deflate, PngChunks, Region, X86Filter
 
 VERSION = 1
 _MAX_VARINT_BYTES = 9
@@ -68,6 +70,11 @@ def _put_regions(out, regions):
             _put_varint(out, len(p.ends))
             for before, end in zip((0, *p.ends), p.ends, strict=False):
                 _put_varint(out, end - before)
+            _put_regions(out, r.nested)
+        elif r.kind == PNG:
+            _put_varint(out, len(p.lengths))
+            for length in p.lengths:
+                _put_varint(out, length)
             _put_regions(out, r.nested)
         else:
             _put_varint(out, p.base)
@@ -148,6 +155,8 @@ def _regions(reader, original_length, stream_length, depth):
             if base > bounds.max_base or out_length != length:
                 raise FormatError("x86 transform region is inconsistent")
             params, nested = X86Filter(base), ()
+        elif kind == PNG:
+            params, nested = _png(reader, length, out_length, depth)
         else:
             raise FormatError(f"transform record has an unknown kind {kind}")
         regions.append(Region(kind, offset, length, out_length, crc, params, nested))
@@ -175,10 +184,25 @@ def _deflate(reader, out_length, depth):
         if step == 0 or end > inflated:
             raise FormatError("deflate transform has block ends out of order or past its end")
         ends.append(end)
+    nested = _nested(reader, inflated, out_length, depth)
+    return Deflate(wbits, level, mem_level, strategy, inflated, tuple(ends)), nested
+
+
+def _png(reader, length, out_length, depth):
+    n = reader.varint()
+    if n < 2 or n > len(reader.buf) - reader.pos:
+        raise FormatError("png transform declares a chunk count it cannot hold")
+    lengths = tuple(reader.varint() for _ in range(n))
+    joined = sum(lengths)
+    if max(lengths) >= 1 << 31 or joined + 12 * (n - 1) != length:
+        raise FormatError("png transform chunks do not span its region")
+    return PngChunks(lengths), _nested(reader, joined, out_length, depth)
+
+
+def _nested(reader, original_length, stream_length, depth):
     start = reader.pos
     count = reader.varint()
     reader.pos = start
     if count and depth >= reader.bounds.max_depth:
         raise FormatError("transform record nests too deep")
-    nested = _regions(reader, inflated, out_length, depth + 1)
-    return Deflate(wbits, level, mem_level, strategy, inflated, tuple(ends)), nested
+    return _regions(reader, original_length, stream_length, depth + 1)

@@ -4,8 +4,8 @@ A transformed block is the block with each region's original bytes replaced by i
 in order: the bytes between regions are copied unchanged. A region says where its original
 bytes were (``offset``, ``length``), how many payload bytes replace them (``out_length``),
 which transform made the payload (``kind``) with that transform's ``params``, and the CRC32
-of the original bytes, which the inverse checks. A deflate region's payload may itself hold
-regions (``nested``, offsets into the inflated data), to a bounded depth.
+of the original bytes, which the inverse checks. A deflate or png region's payload may itself hold
+regions (``nested``, offsets into the inflated or joined data), to a bounded depth.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 # Kinds, as stored in the record (one byte each); never renumber a kind once a format uses it.
 DEFLATE = 1
 X86 = 2
-KINDS = {DEFLATE: "deflate", X86: "x86"}
+PNG = 3
+KINDS = {DEFLATE: "deflate", X86: "x86", PNG: "png"}
 
 
 @dataclass(frozen=True)
@@ -41,11 +42,18 @@ class X86Filter:
 
 
 @dataclass(frozen=True)
+class PngChunks:
+    """IDAT chunks joined: the data length of each, in order."""
+
+    lengths: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Region:
     kind: int
     offset: int  # where the original bytes start, in the (parent's) original
     length: int  # original bytes replaced
     out_length: int  # payload bytes in the transformed stream
     crc: int  # CRC32 of the original bytes
-    params: Deflate | X86Filter
+    params: Deflate | X86Filter | PngChunks
     nested: tuple[Region, ...] = ()

@@ -216,6 +216,21 @@ def test_streams_past_the_block_budget_are_left_as_bytes():
     assert len(regions) == 2
 
 
+def inflated_total(regions):
+    return sum(
+        (r.params.inflated_length if r.kind == DEFLATE else 0) + inflated_total(r.nested)
+        for r in regions
+    )
+
+
+def test_nested_streams_share_the_block_budget():
+    inner = zlib_stream(bytes(1 << 20), 9) * 4
+    budget = Budget(max_total=3 << 20)
+    _, regions = round_trip(gzip.compress(inner, 9, mtime=0), Options(budget=budget))
+    assert len(regions[0].nested) >= 1
+    assert inflated_total(regions) <= budget.max_total
+
+
 def test_text_is_left_alone():
     block = text(50000)
     assert forward(block) == (block, ())

@@ -46,11 +46,11 @@ class Options:
 def forward(block: bytes, options: Options = Options(), base: int = 0):
     """(transformed stream, regions) of ``block``, whose first byte is at ``base`` in its
     file; regions empty and the stream the block itself when nothing applies."""
-    return _forward(bytes(block), options, base, 1)
+    return _forward(bytes(block), options, base, 1, deflate.Spend(options.budget))
 
 
-def _forward(block, options, base, depth):
-    items = _streams(block, options, depth)
+def _forward(block, options, base, depth, spend):
+    items = _streams(block, options, depth, spend)
     code = options.x86_code and len(block) >= 5 and x86.looks_like_code(block)
     parts, regions, end = [], [], 0
 
@@ -73,7 +73,7 @@ def _forward(block, options, base, depth):
     return b"".join(parts), tuple(regions)
 
 
-def _streams(block, options, depth):
+def _streams(block, options, depth, spend):
     """(offset, length, kind, params, payload, nested) of each deflate stream and each run
     of PNG IDAT chunks holding one, in order, not overlapping."""
     if not options.deflate_streams:
@@ -81,18 +81,19 @@ def _streams(block, options, depth):
 
     def inner(data):
         if depth < options.max_depth:
-            return _forward(data, options, 0, depth + 1)
+            return _forward(data, options, 0, depth + 1, spend)
         return data, ()
 
     items = []
     if depth < options.max_depth:
         for start, lengths in png.find(block):
-            payload, nested = _forward(png.join(block, start, lengths), options, 0, depth + 1)
+            joined = png.join(block, start, lengths)
+            payload, nested = _forward(joined, options, 0, depth + 1, spend)
             if any(r.kind == DEFLATE for r in nested):
                 span = png.span(lengths)
                 items.append((start, span, PNG, PngChunks(lengths), payload, nested))
     taken = [(i[0], i[0] + i[1]) for i in items]
-    for f in deflate.find(block, options.budget):
+    for f in deflate.find(block, spend):
         if not any(a < f.offset + f.length and f.offset < b for a, b in taken):
             items.append((f.offset, f.length, DEFLATE, f.params, *inner(f.inflated)))
     return sorted(items, key=lambda i: i[0])

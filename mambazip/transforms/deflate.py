@@ -12,13 +12,14 @@ Where streams are looked for:
 - zip local entries: ``PK 03 04`` with method 8;
 - zlib streams: any two bytes that form a valid zlib header without a preset dictionary.
   PDF ``FlateDecode`` streams and PNG files whose image data is one ``IDAT`` chunk are
-  zlib streams and are found this way; an image split over several ``IDAT`` chunks is not
-  (its zlib stream is cut by chunk headers).
+  zlib streams and are found this way; an image split over several ``IDAT`` chunks is
+  found once ``png`` has joined them.
 
 Everything is bounded by ``Budget``: an inflater never produces more than
 ``max_inflated`` bytes for one stream (``decompressobj`` with ``max_length``; a stream that
 would give more, a deflate bomb, stays as bytes), the block's streams together at most
-``max_total``, and the parameter search at most ``max_tries`` re-deflates per stream and
+``max_total`` (one ``Spend`` counts every depth of nesting, so a zip of zips cannot
+multiply it), and the parameter search at most ``max_tries`` re-deflates per stream and
 ``max_block_tries`` per block. Candidates are tried in order of how often they occur (the
 zlib header's level hint and window first; levels 6, 9, 1; memLevel 8 then 9 (GNU gzip
 matches zlib at memLevel 9); the default strategy), and the first match wins. When none
@@ -70,8 +71,8 @@ class Found:
     params: Deflate
 
 
-class _Spend:
-    """What one block has used of its budget so far."""
+class Spend:
+    """What one block has used of its budget so far, at every depth."""
 
     def __init__(self, budget):
         self.budget = budget
@@ -79,9 +80,9 @@ class _Spend:
         self.inflated = 0
 
 
-def find(block: bytes, budget: Budget = Budget()) -> list[Found]:
+def find(block: bytes, spend: Spend) -> list[Found]:
     """The streams in ``block`` that zlib reproduces, in order, not overlapping."""
-    spend = _Spend(budget)
+    budget = spend.budget
     found = []
     end = 0
     for start, hint in _candidates(block, budget):

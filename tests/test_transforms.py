@@ -48,7 +48,7 @@ def zlib_stream(data, level=6, wbits=15, mem_level=8, strategy=0):
 # Deflate: what zlib made, zlib remakes
 
 
-@pytest.mark.parametrize("level", range(10))
+@pytest.mark.parametrize("level", range(1, 10))
 def test_every_level_round_trips_through_its_inflated_data(level):
     data = text(20000)
     block = b"head" + zlib_stream(data, level) + b"tail"
@@ -88,10 +88,12 @@ def stored_blocks(data, size):
     return bytes(out)
 
 
-def test_zlib_level_0_stored_blocks_round_trip():
-    data = noise(100000)
-    stream, regions = round_trip(b"x" + zlib_stream(data, 0))
-    assert data in stream and len(regions) == 1
+def test_zlib_level_0_stored_blocks_are_left_as_bytes():
+    """Their block sizes follow the output buffer Python's zlib module hands zlib, which
+    another Python may not repeat."""
+    block = b"x" + zlib_stream(noise(100000), 0)
+    stream, regions = round_trip(block)
+    assert regions == () and stream == block
 
 
 def test_a_stream_zlib_cannot_reproduce_is_left_as_bytes():

@@ -40,7 +40,10 @@ from .deflate_blocks import block_ends
 from .region import Deflate
 
 _CHUNK = 1 << 14  # bytes fed to a compressor between comparisons, so a mismatch stops early
-_LEVELS = (6, 9, 1, 5, 4, 3, 2, 8, 7, 0)
+# Not level 0: zlib sizes stored blocks by the room left in the output buffer, which
+# Python's zlib module chooses and has changed between versions, so another Python might
+# not remake the same stream.
+_LEVELS = (6, 9, 1, 5, 4, 3, 2, 8, 7)
 # What a zlib header's FLEVEL field says about the level that wrote it.
 _LEVEL_HINT = {0: (1,), 1: (5, 4, 3, 2), 2: (6,), 3: (9, 8, 7)}
 _STRATEGIES = (
@@ -98,7 +101,8 @@ def find(block: bytes, spend: Spend) -> list[Found]:
 
 
 def _candidates(block, budget):
-    """(start of raw deflate data, (wbits, levels) hint or None) in order of start."""
+    """(start of raw deflate data, (window bits, likely levels)) in order of start; the
+    first ``max_candidates`` only, which bounds the inflate attempts of a block."""
     out = []
     data = np.frombuffer(block, dtype=np.uint8)
     if len(data) >= 2:
@@ -200,17 +204,16 @@ def _parameters(hint, inflated_length, ends=(), short=False):
     seen = set()
 
     def fresh(w, level, mem, strategy):
-        if level == 0:  # stored: memLevel and strategy do not change the output
-            mem, strategy = 8, 0
         key = (w, level, mem, strategy)
         if key in seen:
             return None
         seen.add(key)
         return Deflate(w, level, mem, strategy, inflated_length, ends)
 
-    order = [(wbits, lv, mem, 0) for mem in (9, 8) if short for lv in (9, 8, 7, 6)]
-    order += [] if short else [(wbits, lv, mem, 0) for mem in (8, 9) for lv in levels]
-    if not short:
+    if short:
+        order = [(wbits, lv, mem, 0) for mem in (9, 8) for lv in (9, 8, 7, 6)]
+    else:
+        order = [(wbits, lv, mem, 0) for mem in (8, 9) for lv in levels]
         order += [(wbits, lv, 8, s) for s in _STRATEGIES for lv in levels[:3]]
         order += [(wbits, lv, mem, 0) for mem in (7, 6, 5, 4, 3, 2, 1) for lv in levels[:3]]
         order += [(w, lv, 8, 0) for w in windows[1:] for lv in levels[:3]]
@@ -229,15 +232,12 @@ def compressor(params):
 def _pieces(data, params):
     """(input, flush mode) in the order zlib is given them: the input cut at each block end
     and flushed with Z_BLOCK there, and in chunks of _CHUNK between, so a mismatch is seen
-    early. Level 0 sizes its stored blocks by the input each call gives it, so a stored
-    stream gets each block's input in one call, as ``zlib.compress`` gives it the whole;
-    the other levels write the same bytes however the input is cut between flushes."""
+    early (levels 1 to 9 write the same bytes however the input is cut between flushes)."""
     view = memoryview(data)
     start = 0
     for end in (*params.ends, len(view)):
-        step = max(end - start, 1) if params.level == 0 else _CHUNK
-        for i in range(start, end, step):
-            yield view[i : min(i + step, end)], None
+        for i in range(start, end, _CHUNK):
+            yield view[i : min(i + _CHUNK, end)], None
         yield b"", zlib.Z_BLOCK if end < len(view) else zlib.Z_FINISH
         start = end
 

@@ -170,7 +170,7 @@ def _regions(reader, original_length, stream_length, depth):
 def _deflate(reader, out_length, depth):
     wbits, level, mem_level, strategy = (reader.byte() for _ in range(4))
     inflated = reader.varint()
-    if not (9 <= wbits <= 15 and level <= 9 and 1 <= mem_level <= 9 and strategy <= 4):
+    if not (9 <= wbits <= 15 and 1 <= level <= 9 and 1 <= mem_level <= 9 and strategy <= 4):
         raise FormatError("deflate transform has impossible zlib parameters")
     if inflated > reader.bounds.max_inflated:
         raise FormatError("deflate transform inflates past the limit")

@@ -24,7 +24,7 @@ class Deflate:
     """How zlib re-deflates the inflated data to the original raw deflate bytes."""
 
     wbits: int  # 9..15, the window of deflateInit2 (raw: zlib is given -wbits)
-    level: int  # 0..9
+    level: int  # 1..9 (level 0 is never tried; see deflate.py)
     mem_level: int  # 1..9
     strategy: int  # 0..4: default, filtered, huffman only, rle, fixed
     inflated_length: int  # bytes the stream inflates to (the nested regions' original)

@@ -106,11 +106,11 @@ def _candidates(block, budget):
     out = []
     data = np.frombuffer(block, dtype=np.uint8)
     if len(data) >= 2:
-        cmf = data[:-1].astype(np.int64)
-        flg = data[1:].astype(np.int64)
-        ok = ((cmf & 0x0F) == 8) & ((cmf >> 4) <= 7) & ((cmf * 256 + flg) % 31 == 0)
-        ok &= (flg & 0x20) == 0
-        for p in np.flatnonzero(ok).tolist():
+        at = np.flatnonzero((data[:-1] & 0x8F) == 0x08)  # method 8, window at most 2^15
+        cmf = data[at].astype(np.uint16)
+        flg = data[at + 1].astype(np.uint16)
+        ok = ((cmf << 8 | flg) % 31 == 0) & ((flg & 0x20) == 0)  # check bits, no dictionary
+        for p in at[ok].tolist():
             out.append((p + 2, ((block[p] >> 4) + 8, _LEVEL_HINT[block[p + 1] >> 6])))
     at = block.find(b"\x1f\x8b\x08")
     while at >= 0:
@@ -153,9 +153,13 @@ def _gzip_data(block, at):
 def inflate(block, start, limit):
     """(inflated bytes, raw deflate length) of a complete stream at ``start``, or None when
     it is not one or would inflate past ``limit`` bytes."""
-    d = zlib.decompressobj(-15)
+    view = memoryview(block)[start:]
     try:
-        out = d.decompress(memoryview(block)[start:], limit + 1)
+        # Most candidates are not deflate and fail in their first bytes; a first look at
+        # 4 KB costs far less than handing zlib the rest of the block.
+        zlib.decompressobj(-15).decompress(view[:4096], 1 << 16)
+        d = zlib.decompressobj(-15)
+        out = d.decompress(view, limit + 1)
     except zlib.error:
         return None
     if not d.eof or len(out) > limit:

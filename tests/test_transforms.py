@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import struct
 import zipfile
 import zlib
@@ -329,6 +330,22 @@ def test_an_elf_program_round_trips_through_the_filter():
     data = ELF.read_bytes()
     stream, regions = round_trip(data)
     assert kinds(regions) == ["x86"] and stream == reference_x86(data, 0, +1) != data
+
+
+def test_a_program_cut_into_blocks_round_trips_block_by_block():
+    """Each block filtered alone, its base its offset in the file; the cuts fall inside
+    call instructions."""
+    data = synthetic_pe() * 3
+    cuts = [0, 0x200 + 7 * 40 + 3, 0x200 + 7 * 90 + 1, len(data) - 2, len(data)]
+    filtered = 0
+    for start, end in itertools.pairwise(cuts):
+        block = data[start:end]
+        stream, regions = forward(block, base=start)
+        assert inverse(stream, regions, len(block)) == block
+        if regions:
+            assert stream == reference_x86(block, start, +1)
+            filtered += 1
+    assert filtered == 3  # all but the two-byte tail
 
 
 def synthetic_pe():

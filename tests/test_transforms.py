@@ -242,23 +242,24 @@ def test_text_is_left_alone():
 # x86 E8/E9
 
 
+RIP_OPCODES = bytes.fromhex("01 03 09 0b 21 23 29 2b 31 33 39 3b 63 80 81 83 85 89 8b 8d c7 f6 ff")
+
+
 def reference_x86(data, base, sign):
     """The filter as its docstring states it, one byte at a time."""
     out = bytearray(data)
     i = 0
     while i < len(out):
+        b0, b1, b2 = (out[i + k] if i + k < len(out) else None for k in range(3))
         op = None
-        if out[i] in (0xE8, 0xE9):
+        if b0 in (0xE8, 0xE9):
             op = i + 1
-        elif out[i] == 0x0F and out[i + 1 : i + 2] and out[i + 1] >> 4 == 8:
+        elif b0 == 0x0F and b1 is not None and b1 >> 4 == 8:
             op = i + 2
-        elif (
-            out[i] in (0x48, 0x4C)
-            and out[i + 1 : i + 2] in (b"\x8d", b"\x8b", b"\x89")
-            and out[i + 2 : i + 3]
-            and out[i + 2] & 0xC7 == 0x05
-        ):
+        elif b0 >> 4 == 4 and b2 is not None and b1 in RIP_OPCODES and b2 & 0xC7 == 0x05:
             op = i + 3
+        elif b0 in RIP_OPCODES and b1 is not None and b1 & 0xC7 == 0x05:
+            op = i + 2
         if op is None or op + 4 > len(out):
             i += 1
             continue
@@ -271,7 +272,17 @@ def reference_x86(data, base, sign):
     return bytes(out)
 
 
-OPCODES = (b"\xe8", b"\xe9", b"\x0f\x84", b"\x0f\x8f", b"\x48\x8d\x05", b"\x4c\x8b\x3d")
+OPCODES = (
+    b"\xe8",
+    b"\xe9",
+    b"\x0f\x84",
+    b"\x0f\x8f",
+    b"\x48\x8d\x05",
+    b"\x4c\x8b\x3d",
+    b"\x41\x83\x3d",
+    b"\xff\x15",
+    b"\x8b\x05",
+)
 
 
 def call_heavy(n, seed):
@@ -473,3 +484,17 @@ def test_idat_chunks_with_a_wrong_crc_are_not_joined():
     block[first_crc] ^= 1
     _, regions = round_trip(bytes(block))
     assert PNG not in [r.kind for r in regions]
+
+
+def test_x86_filter_inverts_on_dense_opcode_soup():
+    """Every byte drawn from opcodes, prefixes, ModRM values and near top bytes, so that
+    candidates overlap in every way the scan allows."""
+    alphabet = np.frombuffer(
+        bytes.fromhex("e8 e9 0f 80 8f 48 4c 41 8b 8d ff 15 25 05 3d 00"), np.uint8
+    )
+    rng = np.random.default_rng(11)
+    for n in range(1, 400):
+        data = alphabet[rng.integers(0, len(alphabet), n)].tobytes()
+        base = int(rng.integers(0, 1 << 26))
+        assert x86.encode(data, base) == reference_x86(data, base, +1)
+        assert x86.decode(x86.encode(data, base), base) == data

@@ -1,21 +1,28 @@
-"""x86 filter: relative call, jump and RIP-relative targets become absolute addresses.
+"""x86 filter: relative call, jump and RIP-relative operands become absolute addresses.
 
 A call (E8) or jump (E9, or 0F 80..8F, a conditional jump) is followed by a 32-bit
-displacement from the next instruction; so is an x86-64 ``lea``/``mov`` of a RIP-relative
-address (REX.W 48 or 4C, then 8D, 8B or 89, then a ModRM byte with mod 00 and r/m 101).
-The same function or variable reached from many places has many displacements but one
-address, which a predictor can learn. Like xz's BCJ filter, only displacements that look
-near are changed: those whose top byte is 00 or FF, i.e. in [-2^24, 2^24). The sum with the
-position of the next instruction is taken modulo 2^25 and brought back into that range, so
-a changed value again has top byte 00 or FF.
+displacement from the next instruction; so is an x86-64 instruction addressing memory
+RIP-relative: one of the opcodes in ``_RIP_OPCODES`` (mov, lea, add, cmp, test, call and
+jmp through memory, ...), optionally after a REX prefix (40..4F), then a ModRM byte with mod
+00 and r/m 101. The same function or variable reached from many places has many
+displacements but one address, which a predictor can learn. Like xz's BCJ filter, only
+displacements that look near are changed: those whose top byte is 00 or FF, i.e. in
+[-2^24, 2^24). The sum with the position just after the displacement is taken modulo 2^25
+and brought back into that range, so a changed value again has top byte 00 or FF. (For an
+instruction with an immediate after the displacement that position is not the next
+instruction's, but it is the same for every instruction of its kind, which is what the
+predictor needs.)
 
 Why it inverts exactly: both sides scan left to right; at each instruction start they
 examine, they change or keep its operand, then jump past the operand either way. Only
-operand bytes are ever changed, and the test at a position reads that byte and the next
-two, which cannot lie in the operand of an instruction examined later (an E8 or E9 one byte
-on would have to be the 8D, 8B or 89 of the RIP-relative test). So the decoder examines the
-same places, and at each one the top byte is 00 or FF after the filter exactly when it was
-before. An operand that runs past the end of the data is left alone, on both sides.
+operand bytes are ever changed. The test at a position reads that byte and at most the
+next two, and none of those can lie in the operand of an instruction examined later: the
+byte after the start could only be in the operand of an instruction one byte on, which
+begins two bytes on at the earliest; the second byte on is read only when the first is one
+of ``_RIP_OPCODES``, and no instruction starting with one of those has its operand one byte
+on (only E8 and E9 do). So the decoder examines the same places, and at each one the top
+byte is 00 or FF after the filter exactly when it was before. An operand that runs past the
+end of the data is left alone, on both sides.
 """
 
 from __future__ import annotations
@@ -24,6 +31,12 @@ import numpy as np
 
 _SPAN = 1 << 25
 _HALF = 1 << 24
+
+# Opcodes (one byte, or after a REX prefix) whose ModRM may address memory RIP-relative; on
+# /bin/ls with the fast preset this set gained 0.8 % over mov, lea and store alone.
+_RIP_OPCODES = np.zeros(256, dtype=bool)
+_RIP_OPCODES[[0x01, 0x03, 0x09, 0x0B, 0x21, 0x23, 0x29, 0x2B, 0x31, 0x33, 0x39, 0x3B]] = True
+_RIP_OPCODES[[0x63, 0x80, 0x81, 0x83, 0x85, 0x89, 0x8B, 0x8D, 0xC7, 0xF6, 0xFF]] = True
 
 # Executable headers whose machine field says x86 or x86-64.
 _ELF_MACHINES = (3, 62)
@@ -39,10 +52,10 @@ def _candidates(data: np.ndarray):
     nxt2[:-2] = data[2:]
     call = (data & 0xFE) == 0xE8
     jcc = (data == 0x0F) & ((nxt & 0xF0) == 0x80)
-    rex = (data == 0x48) | (data == 0x4C)
-    rip = rex & ((nxt == 0x8D) | (nxt == 0x8B) | (nxt == 0x89)) & ((nxt2 & 0xC7) == 0x05)
-    at = np.flatnonzero(call | jcc | rip)
-    operand = np.where(call[at], 1, np.where(jcc[at], 2, 3))
+    rex = ((data & 0xF0) == 0x40) & _RIP_OPCODES[nxt] & ((nxt2 & 0xC7) == 0x05)
+    rip = _RIP_OPCODES[data] & ((nxt & 0xC7) == 0x05)
+    at = np.flatnonzero(call | jcc | rex | rip)
+    operand = np.select([call[at], rex[at]], [1, 3], 2)
     return at, operand
 
 

@@ -347,6 +347,16 @@ def test_a_fresh_slot_clears_the_bit_histories_it_replaces():
     assert again == 1  # found, not replaced
 
 
+def _assert_codes_alike(a_cfg, b_cfg):
+    """Both configs give the same tables on a text and allocate the same."""
+    data = np.frombuffer(b"level one, level two\n" * 40, np.uint8)
+    a, b = ContextMixer(a_cfg, nibbles=True), ContextMixer(b_cfg, nibbles=True)
+    a.prime()
+    b.prime()
+    assert np.array_equal(a.advance(data)[0], b.advance(data)[0])
+    assert a_cfg.memory_bytes() == b_cfg.memory_bytes()
+
+
 def test_level_1_is_its_contexts_and_every_part_of_this_file():
     level = dataclasses.replace(SMALL, level=1)
     fields = dataclasses.replace(
@@ -360,27 +370,17 @@ def test_level_1_is_its_contexts_and_every_part_of_this_file():
         lr_decay=True,
     )
     assert level.context_kinds == fields.context_kinds
-    data = np.frombuffer(b"level one, level two\n" * 40, np.uint8)
-    a, b = ContextMixer(level, nibbles=True), ContextMixer(fields, nibbles=True)
-    a.prime()
-    b.prime()
-    assert np.array_equal(a.advance(data)[0], b.advance(data)[0])
-    assert level.memory_bytes() == fields.memory_bytes()
+    _assert_codes_alike(level, fields)
 
 
-def test_level_2_is_level_1_with_its_weight_sets_and_the_slow_counter_rates():
+def test_level_2_is_level_1_with_its_sets_counter_rates_apm_mean_and_dead_zone():
     level = dataclasses.replace(SMALL, level=2)
     fields = dataclasses.replace(
         SMALL, level=1, sets=LEVEL2_SETS, counter_rates=1, apm_mean=1, dead_zone=LEVEL2_DEAD_ZONE
     )
     assert level.context_kinds == fields.context_kinds
     assert level.weight_sets == fields.weight_sets == LEVEL2_SETS
-    data = np.frombuffer(b"level one, level two\n" * 40, np.uint8)
-    a, b = ContextMixer(level, nibbles=True), ContextMixer(fields, nibbles=True)
-    a.prime()
-    b.prime()
-    assert np.array_equal(a.advance(data)[0], b.advance(data)[0])
-    assert level.memory_bytes() == fields.memory_bytes()
+    _assert_codes_alike(level, fields)
 
 
 def test_level_2_with_a_weight_set_it_already_has_is_refused():

@@ -50,6 +50,7 @@ from mambazip.predictor.loop import (
     V_APM2,
     V_APMS,
     V_FOUND,
+    V_HIDX,
     V_P12,
     V_SEL,
     V_SF,
@@ -67,6 +68,7 @@ SIZES = layout(SMALL)  # of the history's arrays
 EVERYTHING = dataclasses.replace(
     SMALL, contexts=EXTRA_KINDS, found_sel=True, sse=True, histories=True, c2_sel=True,
     final_sel=1, lr_decay=True, sets=EXTRA_SETS, counter_rates=1, apm_mean=1, dead_zone=9,
+    last_byte=True,
 )  # fmt: skip
 
 
@@ -223,7 +225,8 @@ def test_the_codes_of_the_first_kinds_are_those_files_were_written_with():
 
 def test_new_fields_are_left_out_of_the_settings_at_their_defaults():
     later = {"contexts", "found_sel", "sse", "histories", "level", "c2_sel", "final_sel",
-             "lr_decay", "sets", "counter_rates", "apm_mean", "dead_zone"}  # fmt: skip
+             "lr_decay", "sets", "counter_rates", "apm_mean", "dead_zone", "promote",
+             "last_byte"}  # fmt: skip
     assert set(SMALL.to_dict()).isdisjoint(later)
     assert MixConfig.from_dict(SMALL.to_dict()) == SMALL
     data = EVERYTHING.to_dict()
@@ -333,6 +336,29 @@ def test_history_maps_start_at_the_share_of_ones_they_hold():
     assert p12[HISTORY_STATES + 0b111] == p12[0b111]  # every model's map alike
 
 
+def test_each_context_keys_its_history_map_by_the_byte_it_saw_last():
+    mixer = ContextMixer(dataclasses.replace(SMALL, histories=True, last_byte=True))
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"aba", np.uint8))  # o1's context "a" was followed by "b"
+    hidx = view(mixer.buffers, mixer.offs, V_HIDX).reshape(256, -1)
+    o0, o1, b = 0, 1, ord("b")  # b = 0110 0010
+    assert hidx[0, o0] == ord("a") and hidx[0, o1] == b  # the last byte of each context
+    # Map index (3 model + way) * 128 + history: way 1 + the bit b takes after the node on
+    # b's path, 0 off it. o1's slot saw one byte: histories 0b10 at node 1, 0b11 at node 2.
+    assert hidx[1, o1] == (3 * o1 + 1) * HISTORY_STATES + 0b10
+    assert hidx[2, o1] == (3 * o1 + 2) * HISTORY_STATES + 0b11
+    assert hidx[3, o1] == (3 * o1 + 0) * HISTORY_STATES + 0  # off the path, never seen
+    assert layout(mixer.cfg)["hmaps"] == 3 * len(mixer.cfg.context_kinds) * HISTORY_STATES
+
+
+def test_a_context_never_seen_has_no_last_byte():
+    mixer = ContextMixer(dataclasses.replace(SMALL, histories=True, last_byte=True))
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"abc", np.uint8))
+    hidx = view(mixer.buffers, mixer.offs, V_HIDX).reshape(256, -1)
+    assert hidx[0, 1] == -1 and hidx[1, 1] == 3 * HISTORY_STATES
+
+
 def test_a_fresh_slot_clears_the_bit_histories_it_replaces():
     tbl = np.zeros((8, 16), np.uint16)
     hst = np.full((8, 16), 7, np.uint8)
@@ -376,7 +402,13 @@ def test_level_1_is_its_contexts_and_every_part_of_this_file():
 def test_level_2_is_level_1_with_its_sets_counter_rates_apm_mean_and_dead_zone():
     level = dataclasses.replace(SMALL, level=2)
     fields = dataclasses.replace(
-        SMALL, level=1, sets=LEVEL2_SETS, counter_rates=1, apm_mean=1, dead_zone=LEVEL2_DEAD_ZONE
+        SMALL,
+        level=1,
+        sets=LEVEL2_SETS,
+        counter_rates=1,
+        apm_mean=1,
+        dead_zone=LEVEL2_DEAD_ZONE,
+        last_byte=True,
     )
     assert level.context_kinds == fields.context_kinds
     assert level.weight_sets == fields.weight_sets == LEVEL2_SETS

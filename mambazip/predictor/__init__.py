@@ -35,6 +35,7 @@ from .loop import (
     D_FULL_LOG,
     D_HCOL,
     D_HMASK,
+    D_LAST,
     D_LR,
     D_LR_DECAY,
     D_MAMBA,
@@ -160,6 +161,7 @@ class ContextMixer:
         dims[D_APM_MEAN] = cfg.apms_alone
         dims[D_DEAD] = cfg.dead_error
         dims[D_PROMOTE] = N_PROMOTED if cfg.promoted else 0
+        dims[D_LAST] = cfg.slot_last_byte
         dims[D_LR_DECAY] = cfg.rate_decays
         dims[D_HCOL] = len(cfg.context_kinds) if cfg.bit_histories else 0
         return dims

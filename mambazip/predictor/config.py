@@ -28,8 +28,8 @@ EXTRA_SETS = ("classes", "wordlen", "column", "c1depth")
 # ``contexts``), the found set, the SSE pair, the bit histories, the c2 set, the final
 # combiner by node, and the combiner rate's decay (lr_decay).
 LEVEL1_CONTEXTS = ("classes", "column", "word3", "matched")
-# What level 2 adds to level 1: these weight sets (before ``sets``), the slow counter rates and
-# the APMs' mean alone.
+# What level 2 adds to level 1: these weight sets (before ``sets``), the slow counter rates,
+# the APMs' mean alone, the last byte per slot.
 LEVEL2_SETS = ("classes", "wordlen", "c1depth")
 LEVEL2_DEAD_ZONE = 32  # and the combiners' dead zone, where dead_zone is 0
 
@@ -79,6 +79,7 @@ _BOOL_FIELDS = (
     "c2_sel",
     "lr_decay",
     "promote",
+    "last_byte",
 )
 
 
@@ -120,6 +121,7 @@ class MixConfig:
     apm_mean: int = 0
     dead_zone: int = 0
     promote: bool = False  # with the Mamba, its two inputs also enter the final combiner
+    last_byte: bool = False  # with the bit histories, each context's last byte keys its map
     final_sel: int = 0  # the final combiner's weights by depth (0) or by node (1)
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says
 
@@ -184,6 +186,10 @@ class MixConfig:
     @property
     def counter_schedule(self):
         return 1 if self.level >= 2 else self.counter_rates
+
+    @property
+    def slot_last_byte(self):
+        return (self.last_byte or self.level >= 2) and self.bit_histories
 
     @property
     def promoted(self):
@@ -265,6 +271,7 @@ _LATER = {
     "apm_mean": 0,
     "dead_zone": 0,
     "promote": False,
+    "last_byte": False,
 }
 
 
@@ -296,8 +303,9 @@ FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
 # 1.9006 / 2.2312 / 1.9291 at ~31 µs/byte). Alone on the machine, enwik6[:300K]: 27.1 (advance)
 # / 28.2 (advance_byte) µs/byte; 185.4 MB.
 # Thirteenth session, 2026-12-03: level 2 (three more weight sets, the slow counter rates, the
-# APMs' mean alone, the combiners' dead zone), 256 KB prefixes, the context side alone
-# enwik6/book1/alice29.txt/obj2: 1.8913/2.2368/1.9197/1.6940 -> 1.8726/2.2147/1.8974/1.6766
+# APMs' mean alone, the combiners' dead zone, the last byte per slot), 256 KB prefixes, the
+# context side alone enwik6/book1/alice29.txt/obj2: 1.8913/2.2368/1.9197/1.6940 ->
+# 1.8696/2.2137/1.8964/1.6690
 # (benchmarks/sweep-2026-12-03-level2.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
                     level=2, combiner_lr=4)  # fmt: skip

@@ -8,11 +8,16 @@ Arrays (S = 2^ctx_log slots shared by all context models, C context models, NIN 
     ctxh (C,) uint64       the context hashes of the next byte (history.context_hashes)
     x (256, NIN) int32     combiner inputs per node; model i writes column i
     midx (256, C) int32    adaptive-map entry each model used at each node (for the update)
-With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol):
-    hst (S, 16) uint8      beside each slot, its nodes' bit histories (history_next)
-    hmaps (C * 128,) int32 one adaptive map per model from a bit history to p
-    hidx (256, C) int32    the history-map entry each model used at each node
+With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol, last):
+    hst (S, 16) uint8      beside each slot, its nodes' bit histories (history_next); with
+                           last, [0] beside a first-nibble slot: the byte last seen there
+    hmaps (C * B * 128,) int32 per model B = 1 (3 with last) adaptive maps from a bit history
+                           to p: with last, the map by whether the last byte's path runs
+                           through the node, and which way it goes on from there
+    hidx (256, C) int32    the history-map entry each model used at each node; row 0 (no node
+                           has it), with last: each model's last byte in its context, or -1
     hcol                   x column of model 0's history input (C; 0: no histories)
+    last                   whether the slots keep their last byte (mix.last_byte)
 
 The first nibble of the byte lives in slot key(h); the second in key(h, first nibble). To predict
 all 255 nodes a model reads its first slot and the 16 possible second slots (read only; a slot
@@ -39,6 +44,8 @@ for _nib in range(16):
     for _j in range(1, 16):
         _d = _j.bit_length() - 1
         NODE2[_nib, _j] = ((16 + _nib) << _d) + _j - (1 << _d)
+# NODE_DEPTH[node]: bits of the byte known at node 1..255.
+NODE_DEPTH = np.array([0] + [n.bit_length() - 1 for n in range(1, 256)], np.int64)
 # NODE2_LOCAL[node]: local index in its second-nibble slot of a byte-tree node 16..255.
 NODE2_LOCAL = np.zeros(256, np.int64)
 for _nib in range(16):
@@ -113,16 +120,22 @@ def history_map_init(hmaps):
 
 
 @kernel
-def _read(x, midx, maps, i, node, state, hs, h):
+def _read(x, midx, maps, i, node, state, hs, h, last):
     """Model i's inputs at node: its counter state through its adaptive map; with the bit
     histories (hs.hcol > 0), also its bit history h through its history map, in column
-    hcol + i."""
+    hcol + i; with hs.last, the map chosen by the context's last byte (-1: none)."""
     m = i * MAP_SIZE + map_index(state)
     midx[node, i] = m
     x[node, i] = stretch(map_p(maps, m))
     hmaps, hidx, hcol = hs[1], hs[2], hs[3]
     if hcol > 0:
         e = i * HISTORY_STATES + np.int64(h)
+        if hs[4]:
+            way = 0
+            depth = NODE_DEPTH[node]
+            if last >= 0 and (last | 256) >> (8 - depth) == node:
+                way = 1 + ((last >> (7 - depth)) & 1)
+            e = (3 * i + way) * HISTORY_STATES + np.int64(h)
         hidx[node, i] = e
         x[node, hcol + i] = stretch(map_p(hmaps, e))
 
@@ -141,11 +154,16 @@ def predict_first(x, midx, tbl, maps, ctxh, bmask, hs):
     for i in range(ctxh.shape[0]):
         s = find_slot(tbl, slot_key(ctxh[i], -1), bmask)
         found += s >= 0
+        last = -1
+        if hs[4]:
+            if s >= 0 and tbl[s, 1] & 15 > 0:
+                last = np.int64(hs[0][s, 0])
+            hs[2][0, i] = last
         for node in range(1, 16):
             if s >= 0:
-                _read(x, midx, maps, i, node, tbl[s, node], hs, _history(hs, s, node))
+                _read(x, midx, maps, i, node, tbl[s, node], hs, _history(hs, s, node), last)
             else:
-                _read(x, midx, maps, i, node, 0, hs, 0)
+                _read(x, midx, maps, i, node, 0, hs, 0, last)
     return found
 
 
@@ -158,11 +176,13 @@ def predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup, hs):
     for i in range(ctxh.shape[0]):
         s = find_slot(tbl, slot_key(ctxh[i], nib), bmask) if lookup else -1
         found += s >= 0
+        last = np.int64(hs[2][0, i]) if hs[4] else np.int64(-1)
         for j in range(1, 16):
+            node = NODE2[nib, j]
             if s >= 0:
-                _read(x, midx, maps, i, NODE2[nib, j], tbl[s, j], hs, _history(hs, s, j))
+                _read(x, midx, maps, i, node, tbl[s, j], hs, _history(hs, s, j), last)
             else:
-                _read(x, midx, maps, i, NODE2[nib, j], 0, hs, 0)
+                _read(x, midx, maps, i, node, 0, hs, 0, last)
     return found
 
 
@@ -186,6 +206,8 @@ def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, schedule,
     for i in range(ctxh.shape[0]):
         h = ctxh[i]
         s = _make_slot(tbl, slot_key(h, -1), bmask, hst, histories)
+        if hs[4]:  # before the second slot is made, which may take this one's place
+            hst[s, 0] = np.uint8(byte)
         node = 1
         for k in range(8):
             if k == 4:

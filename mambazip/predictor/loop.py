@@ -137,8 +137,9 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
 (D_NCTX, D_NIN, D_NSETS, D_MATCH, D_MAMBA, D_FINAL, D_APM, D_HMASK, D_BMASK, D_MINLEN, D_CLIMIT,
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
- D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE) = range(33)  # fmt: skip
-N_DIMS = 33
+ D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE,
+ D_LAST) = range(34)  # fmt: skip
+N_DIMS = 34
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -211,7 +212,7 @@ def layout(cfg):
         "found": 2,
         "apms": ((1 << cfg.apm_log) + MATCH_APM) * 33 if cfg.apm and cfg.sse_pair else 0,
         "hst": (1 << cfg.ctx_log) * 16 if cfg.bit_histories else 0,
-        "hmaps": C * HISTORY_STATES if cfg.bit_histories else 0,
+        "hmaps": C * HISTORY_STATES * (3 if cfg.slot_last_byte else 1) if cfg.bit_histories else 0,
         "hidx": 256 * C,
         "ind": IND_SIZE if {"indirect1", "indirect2"} & set(cfg.context_kinds) else 0,
         "xcodes": len(cfg.weight_sets),
@@ -250,10 +251,11 @@ def _carve(buf, offs, v):
 
 @driver_inline
 def _histories(u8, i32, offs, dims):
-    """context.py's hs: the bit histories' views and column (0: none)."""
+    """context.py's hs: the bit histories' views, column (0: none) and last-byte flag."""
     nctx = dims[D_NCTX]
     return (_carve(u8, offs, V_HST).reshape((-1, 16)), _carve(i32, offs, V_HMAPS),
-            _carve(i32, offs, V_HIDX).reshape((256, nctx)), dims[D_HCOL])  # fmt: skip
+            _carve(i32, offs, V_HIDX).reshape((256, nctx)), dims[D_HCOL],
+            dims[D_LAST] != 0)  # fmt: skip
 
 
 @kernel

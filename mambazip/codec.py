@@ -14,7 +14,7 @@ import math
 import time
 
 from . import container, frames, kernel_cache
-from .blocks import CHUNK, Stats, encode_stream, read_up_to
+from .blocks import CHUNK, Stats, encode_short, encode_stream, read_up_to
 from .errors import ConfigError, RangeError
 from .limits import check_memory
 from .observe import SILENT, Report
@@ -85,24 +85,41 @@ def encode(source, destination, plan, observer=SILENT):
     block = read_up_to(source.file, layout.block_size)
     plan = dataclasses.replace(plan, start=plan.start.for_input(block))
     sha = plan.start.model.digest() if plan.start.model else None
+    stats = Stats()
+    compact = (settings.mix is not None
+               and (layout.version or container.VERSION) >= container.COMPACT)  # fmt: skip
     short = (not block and sha is None
              and container.format_version(settings, extras, nibbles=False) == 3)  # fmt: skip
     framed = frame_size is not None and bool(block)
-    version = container.write_header(out, None if short else settings, layout.block_size,
-                                     model_sha256=sha, model_resume=plan.start.resume,
-                                     extras=extras, frame_size=frame_size if framed else None,
-                                     nibbles=nibbles and framed)  # fmt: skip
-    stats = Stats()
-    if framed:
+    if compact and len(block) < layout.block_size:
+        # The whole input is this block: the short form, with no block headers, end or index.
+        header = container.compact_header(settings, sha, plan.start.resume, source.name,
+                                          source.mtime) + container.varint(len(block))  # fmt: skip
+        job = frames.FrameJob.of(plan, container.COMPACT, 0)
+        payload, predictor = encode_short(job, block, stats, observer)
+        container.write_short(out, header, block, payload)
+    elif compact:
+        out.write(container.compact_header(settings, sha, plan.start.resume, source.name,
+                                           source.mtime, (layout.block_size, frame_size,
+                                                          source.size)))  # fmt: skip
+        job = frames.FrameJob.of(plan, container.COMPACT, frame_size)
+        predictor = frames.compress_frames(source, out, job, block, stats, plan, observer)
+    elif framed:
+        version = container.write_header(out, settings, layout.block_size, model_sha256=sha,
+                                         model_resume=plan.start.resume, extras=extras,
+                                         frame_size=frame_size, nibbles=nibbles)  # fmt: skip
         job = frames.FrameJob.of(plan, version, frame_size)
         predictor = frames.compress_frames(source, out, job, block, stats, plan, observer)
     else:
+        version = container.write_header(out, None if short else settings, layout.block_size,
+                                         model_sha256=sha, model_resume=plan.start.resume,
+                                         extras=extras, nibbles=False)  # fmt: skip
         job = frames.FrameJob.of(plan, version, None)
         pending = [block]
         _, predictor = encode_stream(
             job, lambda: pending.pop() if pending else read_up_to(source.file, layout.block_size),
             out, stats, observer)  # fmt: skip
-    if predictor is not None and (not framed or stats.frames == 1):
+    if predictor is not None and (not framed or stats.frames <= 1):
         predictor.finish()
         stats.learner = predictor.learner
         stats.part_names = predictor.part_names
@@ -133,7 +150,11 @@ def decode(source, destination, plan, observer=SILENT):
     observer.header(header)
     while True:
         job = _job_of(header, plan)
-        if header["version"] >= 4:
+        if header.get("short"):
+            blocks = container.read_short(src, header)
+            decoded, _, predictor = job.decode_stream(blocks, destination, observer)
+            stats.original_bytes += decoded
+        elif header["version"] >= 4:
             predictor = frames.decompress_frames(src, destination, header, job, stats, plan,
                                                  observer)  # fmt: skip
         else:

@@ -76,8 +76,9 @@ class FrameJob:
         (length, CRC32, predictor: None for a stream without settings, which codes none).
         ``observer``: an ``observe.Observer`` (None: nobody watches)."""
         observer = observer or SILENT
-        predictor = self.predictor() if self.settings is not None else None
-        decoded, crc, length, expected_crc = decode_blocks(blocks, dst, predictor, observer)
+        decoded, crc, length, expected_crc, predictor = decode_blocks(
+            blocks, dst, self.predictor, observer
+        )
         check_end(decoded, crc, length, expected_crc)
         return decoded, crc, predictor
 

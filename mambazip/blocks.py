@@ -54,24 +54,32 @@ def read_up_to(f, n):
     return b"".join(parts)
 
 
-def encode_stream(job, read_block, out, stats, observer=SILENT):
+def encode_stream(job, read_block, out, stats, observer=SILENT, noise=None):
     """Code one frame, or an unframed stream, of ``job`` (a ``frames.FrameJob``: its
     predictor, format version and whether blocks may be stored) from the blocks
     ``read_block()`` returns until it returns b"", each with a fresh range coder, into
     ``out``, then its end (length and CRC32); adds to ``stats``; returns (the CRC32, the
     predictor: None when every block was skipped, since it is made at the first block it
     codes). From version 6 a block ``Noise`` finds incompressible is skipped: stored, and
-    neither coded nor learned."""
+    neither coded nor learned; ``noise``: a ``Noise`` that already knows every block is."""
     predictor = None
     version, stored_blocks, before = job.version, job.stored_blocks, stats.original_bytes
-    noise = Noise() if version >= container.COMPACT else None
+    if noise is None and version >= container.COMPACT:
+        noise = Noise()
+    skipped = []  # a run of skipped blocks, written as one (up to MAX_BLOCK bytes)
     crc = 0
     while block := read_block():
         data = np.frombuffer(block, dtype=np.uint8)
         if noise is not None and noise.incompressible(data):
-            container.write_skipped_block(out, block)
+            if sum(map(len, skipped)) + len(block) > container.MAX_BLOCK:
+                container.write_skipped_block(out, b"".join(skipped))
+                skipped.clear()
+            skipped.append(block)
             observer.progress(data.shape[0], 8.0 * data.shape[0])
         else:
+            if skipped:
+                container.write_skipped_block(out, b"".join(skipped))
+                skipped.clear()
             predictor = predictor or job.predictor()
             words = _code(predictor, data, stats, observer)
             if version >= 3 and stored_blocks is not False and 4 * words.shape[0] > len(block):
@@ -80,6 +88,8 @@ def encode_stream(job, read_block, out, stats, observer=SILENT):
                 container.write_block(out, data.shape[0], words)
         crc = zlib.crc32(block, crc)
         stats.original_bytes += data.shape[0]
+    if skipped:
+        container.write_skipped_block(out, b"".join(skipped))
     container.write_end(out, stats.original_bytes - before, crc)
     return crc, predictor
 
@@ -144,10 +154,12 @@ class Noise:
         repeats = self._remember(data)
         if data.shape[0] < NOISE_MIN or repeats:
             return False
-        pairs = (data[:-1].astype(np.uint32) << 8) | data[1:]
+        # Each byte pair folded into 12 bits (16 pairs a value, for independent uniform
+        # bytes each equally often): a 64 KB table costs five times as much.
+        pairs = (data[:-1].astype(np.uint16) << 4) ^ data[1:]
         return (_uniform(np.bincount(data, minlength=256))
                 and _uniform(np.bincount(data[1:] - data[:-1], minlength=256))
-                and _uniform(np.bincount(pairs, minlength=1 << 16)))  # fmt: skip
+                and _uniform(np.bincount(pairs, minlength=1 << 12)))  # fmt: skip
 
     def _remember(self, data):
         """Whether an 8-byte string after a zero byte (one in 256 places of random data)
@@ -165,14 +177,25 @@ class Noise:
         return repeats
 
 
+class AllNoise(Noise):
+    """The estimate of a frame already found to be noise throughout (``frames.FrameJob``)."""
+
+    def __init__(self):
+        pass
+
+    def incompressible(self, data):
+        return True
+
+
 NOISE_MIN = 4096
 MAX_ANCHORS = 4096  # strings sampled per block: random bytes have 256 per 64 KB
 
 
 def _uniform(counts):
-    k = counts.shape[0]
-    expected = counts.sum() / k
-    chi2 = float(((counts - expected) ** 2).sum()) / expected
+    """Pearson's chi-square of ``counts`` against equal counts, sum((c - n/k)^2 / (n/k)) =
+    k sum(c^2) / n - n, within six standard deviations (sqrt(2 (k - 1))) of its mean."""
+    k, n = counts.shape[0], int(counts.sum())
+    chi2 = k * int(np.dot(counts, counts)) / n - n
     return chi2 <= (k - 1) + 6.0 * math.sqrt(2.0 * (k - 1))
 
 

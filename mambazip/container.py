@@ -356,14 +356,17 @@ def read_blocks(f, block_size, version):
         if n_bytes == 0:
             yield "end", _TRAILER.unpack(_read_exact(f, _TRAILER.size, "trailer"))
             return
-        if block_size is None or n_bytes > block_size:
+        if block_size is None or n_bytes > max(block_size, MAX_BLOCK * (version >= COMPACT)):
             raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         (n_words,) = _U32.unpack(_read_exact(f, _U32.size, "block header"))
+        if n_words == SKIPPED and version >= COMPACT:
+            # A run of skipped blocks is one, of up to MAX_BLOCK bytes.
+            yield n_bytes, Skipped(_read_exact(f, n_bytes, "stored block"))
+            continue
+        if n_bytes > block_size:
+            raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         if n_words == STORED and version >= 3:
             yield n_bytes, _read_exact(f, n_bytes, "stored block")
-            continue
-        if n_words == SKIPPED and version >= COMPACT:
-            yield n_bytes, Skipped(_read_exact(f, n_bytes, "stored block"))
             continue
         if n_words > max_words(n_bytes):
             raise FormatError(f"corrupt block: {n_words} words for {n_bytes} bytes")
@@ -399,7 +402,7 @@ def read_frame(f, block_size, frame_size, keep=True):
     take(raw)
     total = 0
     while n_bytes:
-        if n_bytes > block_size:
+        if n_bytes > max(block_size, MAX_BLOCK):
             raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         total += n_bytes
         if frame_size and total > frame_size:
@@ -407,6 +410,9 @@ def read_frame(f, block_size, frame_size, keep=True):
         raw = _read_exact(f, _U32.size, "block header")
         take(raw)
         (n_words,) = _U32.unpack(raw)
+        # Only a run of skipped blocks (version 6) is longer than a block.
+        if n_bytes > block_size and n_words != SKIPPED:
+            raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         raw_block = n_words in (STORED, SKIPPED)
         if not raw_block and n_words > max_words(n_bytes):
             raise FormatError(f"corrupt block: {n_words} words for {n_bytes} bytes")
@@ -416,6 +422,20 @@ def read_frame(f, block_size, frame_size, keep=True):
         (n_bytes,) = _U32.unpack(raw)
     take(_read_exact(f, _TRAILER.size, "frame end"))
     return b"".join(parts) if keep else count
+
+
+def all_skipped(raw):
+    """Whether the frame ``raw`` (``read_frame``'s bytes) holds skipped blocks only (version
+    6): decoding it needs no predictor. Its sizes are checked where it is decoded."""
+    at = 0
+    while at + 2 * _U32.size <= len(raw):
+        n_bytes, n_words = struct.unpack_from("<II", raw, at)
+        if n_bytes == 0:
+            return at > 0
+        if n_words != SKIPPED:
+            return False
+        at += 2 * _U32.size + n_bytes
+    return False
 
 
 def frame_blocks(f, header):
@@ -543,8 +563,13 @@ def _index_at(f, packed_start, end, frame_size):
 
 def scan_frames(f, header):
     """The seek index of a version-4 stream read in order from ``f`` (after its header),
-    each frame checked block by block against it but not decoded."""
+    each frame checked block by block against it but not decoded. A short-form stream
+    (version 6) is one frame without an index: its Index is made from the one block."""
     packed_start = f.tell()
+    if header.get("short"):
+        *_, (_, (length, crc)) = read_short(f, header)
+        return Index((Frame(packed_start, f.tell() - packed_start, 0, length, crc),) if length
+                     else (), length, crc)  # fmt: skip
     sizes = []
     while (size := read_frame(f, header["block_size"], header["frame_size"], False)) is not None:
         sizes.append(size)
@@ -574,7 +599,8 @@ def scan_frames(f, header):
 #                  CRC32 of the original XOR CRC32 of the header (every byte before n's end)
 #
 # A block stored because the noise estimate found nothing to gain (blocks.incompressible)
-# is SKIPPED: the predictor neither codes nor learns it, on both sides.
+# is SKIPPED: the predictor neither codes nor learns it, on both sides. A run of skipped
+# blocks is written as one block of up to MAX_BLOCK bytes.
 SHORT_MAGIC = MAGIC[:2]
 COMPACT = 6  # the first version of the compact container
 SKIPPED = 0xFFFFFFFE  # n_words of a block stored raw that the predictor skips (version 6)

@@ -117,11 +117,12 @@ def test_the_base_prior_is_named_without_its_digest():
 
 def test_a_noise_block_is_stored_and_skipped_by_the_predictor_on_both_sides():
     """Text, noise, text in blocks of 4096 costs what text, text does, plus the noise and
-    its block header: the predictor neither codes nor learns the noise."""
+    one block header (a run of skipped blocks is one): the predictor neither codes nor
+    learns the noise."""
     settings = tiny()
     plain = pack(TEXT + TEXT, settings, block_size=4096)
     mixed = pack(TEXT + noise(8192) + TEXT, settings, block_size=4096)
-    assert len(mixed) == len(plain) + 8192 + 2 * 8
+    assert len(mixed) == len(plain) + 8192 + 8
     assert unpack(mixed) == TEXT + noise(8192) + TEXT
 
 
@@ -207,3 +208,27 @@ def test_mutated_headers_fail_cleanly_or_decode_to_the_original(seed):
                 mutated[at:at] = b"\xff" * int(rng.integers(1, 12))
             with contextlib.suppress(MambazipError):
                 assert unpack(bytes(mutated)) == data
+
+
+def test_the_long_form_codes_every_block_as_version_5_does():
+    """Only the header changes: the frames (blocks and end) and the index are version 5's
+    bytes, so no file that skips nothing codes worse than before."""
+    data = TEXT * 3
+    v5, v6 = pack(data, tiny(), block_size=4096, version=5), pack(data, tiny(), block_size=4096)
+    start5, start6 = (len(blob) - len(_after_header(blob)) for blob in (v5, v6))
+    assert v6[start6:] == v5[start5:]
+    assert start6 < start5
+
+
+def _after_header(blob):
+    f = io.BytesIO(blob)
+    container.read_header(f)
+    return f.read()
+
+
+def test_a_frame_of_noise_alone_is_coded_here_and_the_same_as_by_workers():
+    data = TEXT + noise(16384) + TEXT
+    here = pack(data, tiny(), block_size=4096, frame_size=8192, jobs=1)
+    pooled = pack(data, tiny(), block_size=4096, frame_size=8192, jobs=2)
+    assert here == pooled
+    assert unpack(pooled) == data

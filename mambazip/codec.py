@@ -91,8 +91,9 @@ def encode(source, destination, plan, observer=SILENT):
     short = (not block and sha is None
              and container.format_version(settings, extras, nibbles=False) == 3)  # fmt: skip
     framed = frame_size is not None and bool(block)
-    if compact and len(block) < layout.block_size:
-        # The whole input is this block: the short form, with no block headers, end or index.
+    if compact and len(block) < layout.block_size and len(block) <= (frame_size or len(block)):
+        # The whole input is this block, within one frame: the short form, with no block
+        # headers, end or index.
         header = container.compact_header(settings, sha, plan.start.resume, source.name,
                                           source.mtime) + container.varint(len(block))  # fmt: skip
         job = frames.FrameJob.of(plan, container.COMPACT, 0)

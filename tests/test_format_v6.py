@@ -13,7 +13,7 @@ from conftest import TINY_MODEL
 
 import mambazip
 from mambazip import blocks, codec, container
-from mambazip.errors import ChecksumError, MambazipError
+from mambazip.errors import ChecksumError, MambazipError, VersionError
 from mambazip.predictor import SMALL
 
 TEXT = (b"The compact container costs bytes, not hundreds; noise is stored untouched.\n" * 60)[
@@ -232,3 +232,28 @@ def test_a_frame_of_noise_alone_is_coded_here_and_the_same_as_by_workers():
     pooled = pack(data, tiny(), block_size=4096, frame_size=8192, jobs=2)
     assert here == pooled
     assert unpack(pooled) == data
+
+
+def test_a_compact_file_of_a_future_version_names_both_versions():
+    blob = bytearray(pack(TEXT[:100], tiny()))
+    blob[2] = container.VERSION + 1
+    with pytest.raises(VersionError, match=f"{container.VERSION + 1}.*{container.VERSION}"):
+        unpack(bytes(blob))
+
+
+def test_a_flipped_bit_in_any_payload_byte_of_the_short_form_raises_a_mambazip_error():
+    """Every byte of a 1000-byte input's coded payload in turn, its top bit flipped: the
+    decoder raises one of mambazip's errors (which the CLI reports in one line), or, where
+    the flip changes nothing the check sees, gives the original."""
+    data = (TEXT * 2)[:1000]
+    settings = tiny()
+    blob = pack(data, settings)
+    f = io.BytesIO(blob)
+    container.read_header(f)
+    m = container.read_varint(f, "payload length", len(data))
+    start = f.tell()
+    for at in range(start, start + m):
+        damaged = bytearray(blob)
+        damaged[at] ^= 0x80
+        with contextlib.suppress(MambazipError):
+            assert unpack(bytes(damaged)) == data

@@ -96,7 +96,8 @@ def encode(source, destination, plan, observer=SILENT):
         # headers, end or index.
         header = container.compact_header(settings, sha, plan.start.resume, source.name,
                                           source.mtime) + container.varint(len(block))  # fmt: skip
-        job = frames.FrameJob.of(plan, container.COMPACT, 0)
+        sized = container.short_settings(settings, len(block))
+        job = frames.FrameJob.of(_with_settings(plan, sized), container.COMPACT, 0)
         payload, predictor = encode_short(job, block, stats, observer)
         container.write_short(out, header, block, payload)
     elif compact:
@@ -129,6 +130,10 @@ def encode(source, destination, plan, observer=SILENT):
     if stats.original_bytes:
         kernel_cache.mark(settings)
     return stats
+
+
+def _with_settings(plan, settings):
+    return dataclasses.replace(plan, start=dataclasses.replace(plan.start, settings=settings))
 
 
 def _check_memory(settings, limits):
@@ -179,6 +184,9 @@ def _job_of(header, plan):
     """The job of the frames (or the one unframed stream) of ``header``, once its start (the
     given model, or a shipped prior) is checked and its memory is."""
     start = for_header(header, plan.start, plan.limits.memlimit)
+    if header.get("short"):
+        sized = container.short_settings(start.settings, header["size"])
+        start = dataclasses.replace(start, settings=sized)
     if start.settings is not None:
         _check_memory(start.settings, plan.limits)
     layout = dataclasses.replace(plan.layout, block_size=header["block_size"])

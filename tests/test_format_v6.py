@@ -12,7 +12,7 @@ import pytest
 from conftest import TINY_MODEL
 
 import mambazip
-from mambazip import blocks, codec, container
+from mambazip import blocks, codec, container, predict
 from mambazip.errors import ChecksumError, MambazipError, VersionError
 from mambazip.predictor import SMALL
 
@@ -257,3 +257,15 @@ def test_a_flipped_bit_in_any_payload_byte_of_the_short_form_raises_a_mambazip_e
         damaged[at] ^= 0x80
         with contextlib.suppress(MambazipError):
             assert unpack(bytes(damaged)) == data
+
+
+def test_a_short_input_is_coded_with_tables_sized_to_it():
+    settings = mambazip.resolve_settings("default")
+    small = container.short_settings(settings, 1000)
+    assert predict.memory_bytes(small) < predict.memory_bytes(settings) / 4
+    assert small.model == settings.model and small.train == settings.train
+
+
+def test_tables_are_never_grown_past_the_settings_for_a_long_input():
+    settings = tiny()
+    assert container.short_settings(settings, container.MAX_BLOCK - 1) == settings

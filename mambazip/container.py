@@ -624,7 +624,7 @@ V6_BASES = (
               "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
               "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
               "combiner_lr": 4, "final_lr": 2, "apm_rate": 6, "full_log": 6, "slot_log": 8,
-              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "level": 1},
+              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "level": 2},
       "seed": 0},
      "e60d1a9d222512f57f7d32ad1f4d02531df2f7c8204ff77b17f11cb335854aaf"),
     # fast

@@ -208,7 +208,8 @@ def _spool():
 def _frames_in_order(fp, plan):
     """(original offset, spool of its bytes, their number) of each frame, verified, of each
     stream of ``fp`` read in order; a stream before frames (versions 1 to 3) or of version
-    6's short form counts as one frame. Each stream's index is checked against its frames once they are read."""
+    6's short form counts as one frame. Each stream's index is checked against its frames
+    once they are read."""
     src = codec._Counting(fp)
     header = container.read_header(src)
     offset = 0

@@ -853,13 +853,13 @@ def _read_compact(f, version):
 def short_settings(settings, n):
     """The settings a short-form stream of ``n`` bytes is coded with: the header's, with the
     context table, the history ring and the match table cut to what ``n`` bytes can fill
-    (about 32 slots a byte, and the ring and match table no smaller than the input), so
+    (64 to 128 slots and 32 to 64 match entries a byte, a ring that never wraps), so
     that a small input neither allocates nor zeroes the preset's hundreds of MB. Both
     sides derive them from the size in the header; nothing of them is stored."""
     mix, bits = settings.mix, max(n, 1).bit_length()
-    sized = dataclasses.replace(mix, ctx_log=min(mix.ctx_log, max(12, bits + 5)),
+    sized = dataclasses.replace(mix, ctx_log=min(mix.ctx_log, max(12, bits + 7)),
                                 hist_log=min(mix.hist_log, max(12, bits + 1)),
-                                match_log=min(mix.match_log, max(10, bits + 1)))  # fmt: skip
+                                match_log=min(mix.match_log, max(10, bits + 6)))  # fmt: skip
     return dataclasses.replace(settings, mix=sized)
 
 

@@ -710,7 +710,7 @@ def _diff_against(settings, base):
             out[section] = None
             continue
         given, have = full[section], base[section]
-        values = {k: given[k] if k in given else getattr(getattr(settings, section), k)
+        values = {k: given[k] if k in given else _default_form(settings, section, k)
                   for k in given.keys() | have.keys()}  # fmt: skip
         changed = {k: _plain(v) for k, v in values.items() if k not in have or have[k] != _plain(v)}
         if changed:
@@ -718,6 +718,12 @@ def _diff_against(settings, base):
     if full["seed"] != base["seed"]:
         out["seed"] = full["seed"]
     return out
+
+
+def _default_form(settings, section, key):
+    """A field ``to_dict`` leaves out (at its default), as ``to_dict`` would write it."""
+    value = getattr(getattr(settings, section), key)
+    return dict(value) if key == "lr_scale" else value
 
 
 def _plain(value):

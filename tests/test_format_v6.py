@@ -13,7 +13,7 @@ from conftest import TINY_MODEL
 
 import mambazip
 from mambazip import blocks, codec, container, predict
-from mambazip.errors import ChecksumError, MambazipError, VersionError
+from mambazip.errors import ChecksumError, FormatError, MambazipError, VersionError
 from mambazip.predictor import SMALL
 
 TEXT = (b"The compact container costs bytes, not hundreds; noise is stored untouched.\n" * 60)[
@@ -269,3 +269,9 @@ def test_a_short_input_is_coded_with_tables_sized_to_it():
 def test_tables_are_never_grown_past_the_settings_for_a_long_input():
     settings = tiny()
     assert container.short_settings(settings, container.MAX_BLOCK - 1) == settings
+
+
+def test_a_stored_name_with_a_directory_part_is_refused():
+    raw = container.compact_header(tiny(), name="../../etc/evil") + container.varint(0)
+    with pytest.raises(FormatError, match="stored file name"):
+        header_of(raw + b"\0" + bytes(4))

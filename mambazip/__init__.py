@@ -59,13 +59,25 @@ def __dir__():
 def compress(data, settings=None, *, preset="default"):
     """Compress ``data`` (bytes) with ``settings`` (a Settings, from the seeded init), or
     with a preset by name (from the preset's prior, if it has one and ``data`` looks like
-    text)."""
+    text). A preset's settings and prior are resolved and loaded once per process, so that
+    many small records do not each pay for them."""
     import io
 
     from . import plan
     from .codec import encode
 
-    start = plan.Start(settings) if settings is not None else plan.start(preset)
+    start = plan.Start(settings) if settings is not None else _preset_start(preset)
     out = io.BytesIO()
     encode(io.BytesIO(bytes(data)), out, plan.Plan(start))
     return out.getvalue()
+
+
+_STARTS = {}  # preset name -> its plan.Start (a prior is read-only: every frame starts from it)
+
+
+def _preset_start(preset):
+    from . import plan
+
+    if preset not in _STARTS:
+        _STARTS[preset] = plan.start(preset)
+    return _STARTS[preset]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import container
-from .coder import Decoder, Encoder
+from .coder import Decoder, Encoder, shortest_payload
 from .errors import ChecksumError, FormatError
 from .kernels.step import FREQ_BITS
 from .observe import SILENT
@@ -54,43 +54,149 @@ def read_up_to(f, n):
     return b"".join(parts)
 
 
-def encode_stream(job, read_block, out, stats, observer=SILENT):
+def encode_stream(job, read_block, out, stats, observer=SILENT, noise=None):
     """Code one frame, or an unframed stream, of ``job`` (a ``frames.FrameJob``: its
     predictor, format version and whether blocks may be stored) from the blocks
     ``read_block()`` returns until it returns b"", each with a fresh range coder, into
     ``out``, then its end (length and CRC32); adds to ``stats``; returns (the CRC32, the
-    predictor). ``observer`` (``observe.Observer``) hears of each chunk."""
-    predictor = job.predictor()
+    predictor: None when every block was skipped, since it is made at the first block it
+    codes). From version 6 a block ``Noise`` finds incompressible is skipped: stored, and
+    neither coded nor learned; ``noise``: a ``Noise`` that already knows every block is."""
+    predictor = None
     version, stored_blocks, before = job.version, job.stored_blocks, stats.original_bytes
+    if noise is None and version >= container.COMPACT:
+        noise = Noise()
+    skipped = []  # a run of skipped blocks, written as one (up to MAX_BLOCK bytes)
     crc = 0
     while block := read_block():
         data = np.frombuffer(block, dtype=np.uint8)
-        encoder = Encoder()
-        for i in range(0, data.shape[0], CHUNK):
-            chunk = data[i : i + CHUNK]
-            shares = None
-            if observer.trust and predictor.context is not None:
-                shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
-            freqs, p = predictor.advance(chunk, trust=shares)
-            if predictor.nibbles:
-                encoder.encode(nibbles_of(chunk), freqs.reshape(-1, 16))
-            else:
-                encoder.encode(chunk, freqs)
-            byte_bits = -np.log2(p)
-            if observer.per_byte:
-                observer.coded(byte_bits, shares)
-            bits = float(byte_bits.sum())
-            stats.ideal_bits += bits
-            observer.progress(chunk.shape[0], bits)
-        words = encoder.finish()
-        if version >= 3 and stored_blocks is not False and 4 * words.shape[0] > len(block):
-            container.write_stored_block(out, block)
+        if noise is not None and noise.incompressible(data):
+            if sum(map(len, skipped)) + len(block) > container.MAX_BLOCK:
+                container.write_skipped_block(out, b"".join(skipped))
+                skipped.clear()
+            skipped.append(block)
+            observer.progress(data.shape[0], 8.0 * data.shape[0])
         else:
-            container.write_block(out, data.shape[0], words)
+            if skipped:
+                container.write_skipped_block(out, b"".join(skipped))
+                skipped.clear()
+            predictor = predictor or job.predictor()
+            words = _code(predictor, data, stats, observer)
+            if version >= 3 and stored_blocks is not False and 4 * words.shape[0] > len(block):
+                container.write_stored_block(out, block)
+            else:
+                container.write_block(out, data.shape[0], words)
         crc = zlib.crc32(block, crc)
         stats.original_bytes += data.shape[0]
+    if skipped:
+        container.write_skipped_block(out, b"".join(skipped))
     container.write_end(out, stats.original_bytes - before, crc)
     return crc, predictor
+
+
+def encode_short(job, block, stats, observer=SILENT):
+    """The short form's payload of ``block``, a whole input (version 6): the range coder's
+    shortest words, or the bytes themselves when those are no longer or ``Noise`` finds
+    them incompressible; returns (payload, the predictor, or None when none coded)."""
+    data = np.frombuffer(block, dtype=np.uint8)
+    stats.original_bytes += data.shape[0]
+    if not block or Noise().incompressible(data):
+        observer.progress(data.shape[0], 8.0 * data.shape[0])
+        return block, None
+    predictor = job.predictor()
+    tables = []
+    words = _code(predictor, data, stats, observer, tables)
+    symbols = np.concatenate([t[0] for t in tables])
+    payload = shortest_payload(words, symbols, np.concatenate([t[1] for t in tables]))
+    return (payload if len(payload) < len(block) else block), predictor
+
+
+def _code(predictor, data, stats, observer, tables=None):
+    """The range coder's words of one block, ``data`` (n,) uint8, coded by ``predictor``;
+    ``tables``: a list that receives each chunk's (symbols, frequency rows)."""
+    encoder = Encoder()
+    for i in range(0, data.shape[0], CHUNK):
+        chunk = data[i : i + CHUNK]
+        shares = None
+        if observer.trust and predictor.context is not None:
+            shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
+        freqs, p = predictor.advance(chunk, trust=shares)
+        if predictor.nibbles:
+            symbols, rows = nibbles_of(chunk), freqs.reshape(-1, 16)
+        else:
+            symbols, rows = chunk, freqs
+        encoder.encode(symbols, rows)
+        if tables is not None:
+            tables.append((symbols.copy(), rows.copy()))
+        byte_bits = -np.log2(p)
+        if observer.per_byte:
+            observer.coded(byte_bits, shares)
+        bits = float(byte_bits.sum())
+        stats.ideal_bits += bits
+        observer.progress(chunk.shape[0], bits)
+    return encoder.finish()
+
+
+class Noise:
+    """The cheap, deterministic estimate that decides whether a block (of version 6) is
+    skipped: when its bytes, the differences of neighbours and its byte pairs are each as
+    uniform as random bytes are (Pearson's chi-square within six standard deviations of its
+    mean), no order-0, delta or order-1 model can gain on it; and when none of its
+    sampled 8-byte strings was seen before in the frame or the block, neither can the match
+    model. A block shorter than NOISE_MIN is never skipped (too few bytes to tell)."""
+
+    SLOTS = 1 << 18  # remembered strings: a fixed table, older ones overwritten
+
+    def __init__(self):
+        self.seen = np.zeros(self.SLOTS, np.uint64)
+
+    def incompressible(self, data):
+        repeats = self._remember(data)
+        if data.shape[0] < NOISE_MIN or repeats:
+            return False
+        # Each byte pair folded into 12 bits (16 pairs a value, for independent uniform
+        # bytes each equally often): a 64 KB table costs five times as much.
+        pairs = (data[:-1].astype(np.uint16) << 4) ^ data[1:]
+        return (_uniform(np.bincount(data, minlength=256))
+                and _uniform(np.bincount(data[1:] - data[:-1], minlength=256))
+                and _uniform(np.bincount(pairs, minlength=1 << 12)))  # fmt: skip
+
+    def _remember(self, data):
+        """Whether an 8-byte string after a zero byte (one in 256 places of random data)
+        repeats one seen before; remembers them all."""
+        at = np.flatnonzero(data[:-8] == 0)[:MAX_ANCHORS]
+        if not at.shape[0]:
+            return False
+        keys = np.zeros(at.shape[0], np.uint64)
+        for k in range(1, 9):
+            keys = (keys << np.uint64(8)) | data[at + k].astype(np.uint64)
+        keys |= np.uint64(1)  # never 0, the empty slot
+        slots = (keys * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - 18)
+        repeats = bool((self.seen[slots] == keys).any()) or np.unique(keys).shape[0] < keys.shape[0]
+        self.seen[slots] = keys
+        return repeats
+
+
+class AllNoise(Noise):
+    """The estimate of a frame already found to be noise throughout (``frames.FrameJob``)."""
+
+    def __init__(self):
+        pass
+
+    def incompressible(self, data):
+        return True
+
+
+NOISE_MIN = 4096
+MAX_ANCHORS = 4096  # strings sampled per block: random bytes have 256 per 64 KB
+
+
+def _uniform(counts):
+    """Pearson's chi-square of ``counts`` against equal counts, sum((c - n/k)^2 / (n/k)) =
+    k sum(c^2) / n - n, within six standard deviations (sqrt(2 (k - 1))) of its mean."""
+    k, n = counts.shape[0], int(counts.sum())
+    chi2 = k * int(np.dot(counts, counts)) / n - n
+    return chi2 <= (k - 1) + 6.0 * math.sqrt(2.0 * (k - 1))
 
 
 def nibbles_of(data):
@@ -101,26 +207,34 @@ def nibbles_of(data):
     return out
 
 
-def decode_blocks(blocks, dst, predictor, observer=SILENT):
+def decode_blocks(blocks, dst, make_predictor, observer=SILENT):
     """Decode the (n_bytes, payload) of ``blocks`` (``container.read_blocks``) into ``dst``
-    up to their end; returns (bytes decoded, their CRC32, declared length, declared CRC32)."""
+    up to their end, with the predictor ``make_predictor()`` makes at the first block that
+    needs it; returns (bytes decoded, their CRC32, declared length, declared CRC32, the
+    predictor or None)."""
     decoded = 0
     crc = 0
+    predictor = None
     for n_bytes, payload in blocks:
         if n_bytes == "end":
             length, expected_crc = payload
             break
-        if isinstance(payload, bytes):
+        if isinstance(payload, container.Skipped):
+            block = bytes(payload)
+            observer.progress(n_bytes, 0.0)
+        elif isinstance(payload, bytes):
+            predictor = predictor or make_predictor()
             block = payload
             for i in range(0, n_bytes, CHUNK):
                 predictor.advance(np.frombuffer(block, dtype=np.uint8)[i : i + CHUNK])
                 observer.progress(min(CHUNK, n_bytes - i), 0.0)
         else:
+            predictor = predictor or make_predictor()
             block = _decode_block(predictor, payload, n_bytes, observer)
         dst.write(block)
         crc = zlib.crc32(block, crc)
         decoded += n_bytes
-    return decoded, crc, length, expected_crc
+    return decoded, crc, length, expected_crc, predictor
 
 
 def check_end(decoded, crc, length, expected_crc):

@@ -14,7 +14,7 @@ import math
 import time
 
 from . import container, frames, kernel_cache
-from .blocks import CHUNK, Stats, encode_stream, read_up_to
+from .blocks import CHUNK, Stats, encode_short, encode_stream, read_up_to
 from .errors import ConfigError, RangeError
 from .limits import check_memory
 from .observe import SILENT, Report
@@ -85,24 +85,43 @@ def encode(source, destination, plan, observer=SILENT):
     block = read_up_to(source.file, layout.block_size)
     plan = dataclasses.replace(plan, start=plan.start.for_input(block))
     sha = plan.start.model.digest() if plan.start.model else None
+    stats = Stats()
+    compact = (settings.mix is not None
+               and (layout.version or container.VERSION) >= container.COMPACT)  # fmt: skip
     short = (not block and sha is None
              and container.format_version(settings, extras, nibbles=False) == 3)  # fmt: skip
     framed = frame_size is not None and bool(block)
-    version = container.write_header(out, None if short else settings, layout.block_size,
-                                     model_sha256=sha, model_resume=plan.start.resume,
-                                     extras=extras, frame_size=frame_size if framed else None,
-                                     nibbles=nibbles and framed)  # fmt: skip
-    stats = Stats()
-    if framed:
+    if compact and len(block) < layout.block_size and len(block) <= (frame_size or len(block)):
+        # The whole input is this block, within one frame: the short form, with no block
+        # headers, end or index.
+        header = container.compact_header(settings, sha, plan.start.resume, source.name,
+                                          source.mtime) + container.varint(len(block))  # fmt: skip
+        sized = container.short_settings(settings, len(block))
+        job = frames.FrameJob.of(_with_settings(plan, sized), container.COMPACT, 0)
+        payload, predictor = encode_short(job, block, stats, observer)
+        container.write_short(out, header, block, payload)
+    elif compact:
+        out.write(container.compact_header(settings, sha, plan.start.resume, source.name,
+                                           source.mtime, (layout.block_size, frame_size,
+                                                          source.size)))  # fmt: skip
+        job = frames.FrameJob.of(plan, container.COMPACT, frame_size)
+        predictor = frames.compress_frames(source, out, job, block, stats, plan, observer)
+    elif framed:
+        version = container.write_header(out, settings, layout.block_size, model_sha256=sha,
+                                         model_resume=plan.start.resume, extras=extras,
+                                         frame_size=frame_size, nibbles=nibbles)  # fmt: skip
         job = frames.FrameJob.of(plan, version, frame_size)
         predictor = frames.compress_frames(source, out, job, block, stats, plan, observer)
     else:
+        version = container.write_header(out, None if short else settings, layout.block_size,
+                                         model_sha256=sha, model_resume=plan.start.resume,
+                                         extras=extras, nibbles=False)  # fmt: skip
         job = frames.FrameJob.of(plan, version, None)
         pending = [block]
         _, predictor = encode_stream(
             job, lambda: pending.pop() if pending else read_up_to(source.file, layout.block_size),
             out, stats, observer)  # fmt: skip
-    if predictor is not None and (not framed or stats.frames == 1):
+    if predictor is not None and (not framed or stats.frames <= 1):
         predictor.finish()
         stats.learner = predictor.learner
         stats.part_names = predictor.part_names
@@ -111,6 +130,10 @@ def encode(source, destination, plan, observer=SILENT):
     if stats.original_bytes:
         kernel_cache.mark(settings)
     return stats
+
+
+def _with_settings(plan, settings):
+    return dataclasses.replace(plan, start=dataclasses.replace(plan.start, settings=settings))
 
 
 def _check_memory(settings, limits):
@@ -133,7 +156,11 @@ def decode(source, destination, plan, observer=SILENT):
     observer.header(header)
     while True:
         job = _job_of(header, plan)
-        if header["version"] >= 4:
+        if header.get("short"):
+            blocks = container.read_short(src, header)
+            decoded, _, predictor = job.decode_stream(blocks, destination, observer)
+            stats.original_bytes += decoded
+        elif header["version"] >= 4:
             predictor = frames.decompress_frames(src, destination, header, job, stats, plan,
                                                  observer)  # fmt: skip
         else:
@@ -157,6 +184,9 @@ def _job_of(header, plan):
     """The job of the frames (or the one unframed stream) of ``header``, once its start (the
     given model, or a shipped prior) is checked and its memory is."""
     start = for_header(header, plan.start, plan.limits.memlimit)
+    if header.get("short"):
+        sized = container.short_settings(start.settings, header["size"])
+        start = dataclasses.replace(start, settings=sized)
     if start.settings is not None:
         _check_memory(start.settings, plan.limits)
     layout = dataclasses.replace(plan.layout, block_size=header["block_size"])

@@ -55,3 +55,31 @@ class Decoder:
             return self._coder.decode(model)
         except AssertionError:  # constriction's signal that the words cannot come from this model
             raise FormatError("corrupt file: the compressed data does not decode") from None
+
+
+def shortest_payload(words, symbols, freqs):
+    """The fewest big-endian bytes of ``words`` (which code ``symbols`` under ``freqs``, all
+    of a block) from which the words, padded with zero bytes, decode the same symbols: the
+    last word's lowest bytes are cut where, rounded down or up to zero there, it still lies
+    in the coder's final interval. Checked by decoding, so it does not depend on how the
+    coder seals its words."""
+    raw = words.astype(">u4").tobytes()
+    if not words.shape[0]:
+        return raw
+    last = int(words[-1])
+    weights = constriction_weights(freqs)
+    wanted = symbols.astype(np.int32)
+    for cut in (3, 2, 1):
+        low = (1 << (8 * cut)) - 1
+        for value in (last & ~low, (last | low) + 1):
+            if value >> 32:
+                continue
+            trial = words.copy()
+            trial[-1] = value
+            try:
+                decoded = constriction.stream.queue.RangeDecoder(trial).decode(_FAMILY, weights)
+            except AssertionError:  # constriction's signal that the words do not decode
+                continue
+            if np.array_equal(decoded, wanted):
+                return trial.astype(">u4").tobytes()[:-cut]
+    return raw

@@ -63,7 +63,7 @@ from .errors import ConfigError, FormatError, VersionError
 from .limits import loads_json
 
 MAGIC = b"\x89MZIP\r\n\x1a"
-VERSION = 5  # the newest version this module reads and writes
+VERSION = 6  # the newest version this module reads and writes
 NIBBLES = 5  # the first version whose mixing codes a byte as two nibbles
 MAX_HEADER = 1 << 20
 MAX_HEADER_DEPTH = 16  # the settings nest 3 deep; deeper JSON is refused before it is parsed
@@ -153,7 +153,18 @@ def read_header(f, following=False):
     for the short header of an empty stream), "name", "mtime", "size" (None when absent) and
     "frame_size" (None before version 4). ``following``: the header of a stream after
     another one."""
-    prefix = f.read(_PREFIX.size)
+    start = f.read(len(SHORT_MAGIC) + 1)
+    if len(start) == len(SHORT_MAGIC) + 1 and start[:2] == SHORT_MAGIC and start[2] != MAGIC[2]:
+        version = start[2]
+        if version > VERSION:
+            raise VersionError(
+                f"file format version {version} is newer than this mambazip reads (version "
+                f"{VERSION}); upgrade mambazip"
+            )
+        if version < COMPACT:
+            raise FormatError(f"corrupt header: format version {version}")
+        return _read_compact(f, version)
+    prefix = start + f.read(_PREFIX.size - len(start))
     if len(prefix) < len(MAGIC) or prefix[: len(MAGIC)] != MAGIC:
         if following:
             raise FormatError("corrupt file: unexpected data after the end of the stream")
@@ -166,7 +177,7 @@ def read_header(f, following=False):
             f"file format version {version} is newer than this mambazip reads (version "
             f"{VERSION}); upgrade mambazip"
         )
-    if version < 1:
+    if version < 1 or version >= COMPACT:
         raise FormatError(f"corrupt header: format version {version}")
     if header_len > MAX_HEADER:
         raise FormatError(f"corrupt header: declared length {header_len} exceeds {MAX_HEADER}")
@@ -325,6 +336,13 @@ def write_stored_block(f, data):
     f.write(data)
 
 
+def write_skipped_block(f, data):
+    """A version-6 block of raw bytes that the predictor skips."""
+    f.write(_U32.pack(len(data)))
+    f.write(_U32.pack(SKIPPED))
+    f.write(data)
+
+
 def write_end(f, length, crc):
     f.write(_U32.pack(0))
     f.write(_TRAILER.pack(length, crc))
@@ -338,9 +356,15 @@ def read_blocks(f, block_size, version):
         if n_bytes == 0:
             yield "end", _TRAILER.unpack(_read_exact(f, _TRAILER.size, "trailer"))
             return
-        if block_size is None or n_bytes > block_size:
+        if block_size is None or n_bytes > max(block_size, MAX_BLOCK * (version >= COMPACT)):
             raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         (n_words,) = _U32.unpack(_read_exact(f, _U32.size, "block header"))
+        if n_words == SKIPPED and version >= COMPACT:
+            # A run of skipped blocks is one, of up to MAX_BLOCK bytes.
+            yield n_bytes, Skipped(_read_exact(f, n_bytes, "stored block"))
+            continue
+        if n_bytes > block_size:
+            raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         if n_words == STORED and version >= 3:
             yield n_bytes, _read_exact(f, n_bytes, "stored block")
             continue
@@ -378,7 +402,7 @@ def read_frame(f, block_size, frame_size, keep=True):
     take(raw)
     total = 0
     while n_bytes:
-        if n_bytes > block_size:
+        if n_bytes > max(block_size, MAX_BLOCK):
             raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         total += n_bytes
         if frame_size and total > frame_size:
@@ -386,14 +410,32 @@ def read_frame(f, block_size, frame_size, keep=True):
         raw = _read_exact(f, _U32.size, "block header")
         take(raw)
         (n_words,) = _U32.unpack(raw)
-        if n_words != STORED and n_words > max_words(n_bytes):
+        # Only a run of skipped blocks (version 6) is longer than a block.
+        if n_bytes > block_size and n_words != SKIPPED:
+            raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
+        raw_block = n_words in (STORED, SKIPPED)
+        if not raw_block and n_words > max_words(n_bytes):
             raise FormatError(f"corrupt block: {n_words} words for {n_bytes} bytes")
-        take(_read_exact(f, n_bytes if n_words == STORED else 4 * n_words, "block payload"))
+        take(_read_exact(f, n_bytes if raw_block else 4 * n_words, "block payload"))
         raw = _read_exact(f, _U32.size, "block header")
         take(raw)
         (n_bytes,) = _U32.unpack(raw)
     take(_read_exact(f, _TRAILER.size, "frame end"))
     return b"".join(parts) if keep else count
+
+
+def all_skipped(raw):
+    """Whether the frame ``raw`` (``read_frame``'s bytes) holds skipped blocks only (version
+    6): decoding it needs no predictor. Its sizes are checked where it is decoded."""
+    at = 0
+    while at + 2 * _U32.size <= len(raw):
+        n_bytes, n_words = struct.unpack_from("<II", raw, at)
+        if n_bytes == 0:
+            return at > 0
+        if n_words != SKIPPED:
+            return False
+        at += 2 * _U32.size + n_bytes
+    return False
 
 
 def frame_blocks(f, header):
@@ -521,8 +563,13 @@ def _index_at(f, packed_start, end, frame_size):
 
 def scan_frames(f, header):
     """The seek index of a version-4 stream read in order from ``f`` (after its header),
-    each frame checked block by block against it but not decoded."""
+    each frame checked block by block against it but not decoded. A short-form stream
+    (version 6) is one frame without an index: its Index is made from the one block."""
     packed_start = f.tell()
+    if header.get("short"):
+        *_, (_, (length, crc)) = read_short(f, header)
+        return Index((Frame(packed_start, f.tell() - packed_start, 0, length, crc),) if length
+                     else (), length, crc)  # fmt: skip
     sizes = []
     while (size := read_frame(f, header["block_size"], header["frame_size"], False)) is not None:
         sizes.append(size)
@@ -530,3 +577,325 @@ def scan_frames(f, header):
     if [fr.packed_size for fr in index.frames] != sizes:
         raise FormatError("corrupt index: its sizes do not match the frames")
     return index
+
+
+# Version 6: the compact container. Its header is binary: the magic's first two bytes, the
+# version byte (never "Z", MAGIC's third byte, so one read of three bytes tells the two
+# layouts apart), a flags byte, then only the fields the flags announce:
+#
+#     SHORT_MAGIC  2 bytes, version 1 byte, flags 1 byte
+#     base         varint, with F_BASE (else 0): the index of the V6_BASES entry the
+#                  settings are a diff from
+#     diff         with F_DIFF: varint length, then settings_diff's JSON against that base
+#     model        F_PRIOR: the base's prior (its SHA-256 is checked when it is loaded, not
+#                  stored); F_DIGEST: 32 bytes, the SHA-256 of a user's --model; F_RESUME
+#     name         with F_NAME: varint length, UTF-8; mtime with F_MTIME: varint
+#     long form    with F_LONG: varint block size, varint frame size, varint size + 1
+#                  (0: unknown), u32 CRC32 of the header; then frames and the seek index as
+#                  in version 5, where a block may also be SKIPPED
+#     short form   without F_LONG (the whole input is one block): varint n bytes, varint m,
+#                  m payload bytes (m == n: the bytes stored, else the range coder's words
+#                  big-endian, the last one cut after its last nonzero byte), then u32
+#                  CRC32 of the original XOR CRC32 of the header (every byte before n's end)
+#
+# A block stored because the noise estimate found nothing to gain (blocks.incompressible)
+# is SKIPPED: the predictor neither codes nor learns it, on both sides. A run of skipped
+# blocks is written as one block of up to MAX_BLOCK bytes.
+SHORT_MAGIC = MAGIC[:2]
+COMPACT = 6  # the first version of the compact container
+SKIPPED = 0xFFFFFFFE  # n_words of a block stored raw that the predictor skips (version 6)
+F_BASE, F_DIFF, F_PRIOR, F_DIGEST, F_RESUME, F_NAME, F_MTIME, F_LONG = (1 << i for i in range(8))
+MAX_DIFF = 1 << 16  # bytes of a settings diff: every field of every section is far less
+MAX_VARINT = 10  # bytes: a varint of up to 70 bits; every bound checked is below 2^64
+
+# The settings a version-6 header is a diff from, with the prior each base names by its
+# index (the presets of the release that made version 6). Part of the format: never edit or
+# reorder an entry; a preset that changes is appended as a new one.
+V6_BASES = (
+    # default
+    ({"model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0005, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 50000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"embed": 2.0, "head": 4.0}},
+      "mix": {"mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
+              "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 4, "final_lr": 2, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "level": 2},
+      "seed": 0},
+     "e60d1a9d222512f57f7d32ad1f4d02531df2f7c8204ff77b17f11cb335854aaf"),
+    # fast
+    ({"model": {"d_model": 48, "n_layer": 1, "d_inner": 96, "dt_rank": 3, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0015, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 100000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"head": 2.0}},
+      "mix": {"mamba": False, "max_order": 5, "word": True, "sparse": False, "match": True,
+              "final": True, "apm": True, "ctx_log": 20, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 8, "final_lr": 2, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 0, "mamba_lr": 0, "mamba_w0": 16, "mamba_eapm": 0,
+              "contexts": ["classes"], "found_sel": True},
+      "seed": 0},
+     None),
+    # max
+    ({"model": {"d_model": 128, "n_layer": 16, "d_inner": 256, "dt_rank": 8, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0003, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 100000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"head": 2.0}},
+      "mix": {"mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
+              "final": True, "apm": True, "ctx_log": 24, "hist_log": 24, "match_log": 24,
+              "match_min": 6, "apm_log": 20, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 8, "final_lr": 2, "apm_rate": 6, "full_log": 24, "slot_log": 24,
+              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1,
+              "contexts": ["classes", "column", "word3", "matched"], "found_sel": True,
+              "c2_sel": True, "final_sel": 1},
+      "seed": 0},
+     None),
+)  # fmt: skip
+
+
+def varint(value):
+    """``value`` >= 0 as LEB128: seven bits a byte, low first, the top bit set but on the
+    last byte."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def read_varint(f, what, bound):
+    """A varint from ``f``, refused unless it is below ``bound``, before its value is used."""
+    value = 0
+    for i in range(MAX_VARINT):
+        (byte,) = _read_exact(f, 1, what)
+        value |= (byte & 0x7F) << (7 * i)
+        if value >= bound:
+            raise FormatError(f"corrupt header: {what} exceeds {bound - 1}")
+        if byte < 0x80:
+            return value
+    raise FormatError(f"corrupt header: {what} is not a varint")
+
+
+class _Recording:
+    """Reads through to ``f`` and keeps what it read (the bytes a header's check covers)."""
+
+    def __init__(self, f, first):
+        self.f, self.data = f, bytearray(first)
+
+    def read(self, n):
+        data = self.f.read(n)
+        self.data += data
+        return data
+
+
+def _diff_against(settings, base):
+    """``settings_diff`` of ``settings`` against the full settings ``base``. A field the
+    settings leave out at its default (a recipe knob, a mixing option) is written too
+    where the base sets it otherwise."""
+    full = _full_settings(settings)
+    out = {}
+    for section in ("model", "train", "mix"):
+        if full[section] is None:
+            out[section] = None
+            continue
+        given, have = full[section], base[section]
+        values = {k: given[k] if k in given else _default_form(settings, section, k)
+                  for k in given.keys() | have.keys()}  # fmt: skip
+        changed = {k: _plain(v) for k, v in values.items() if k not in have or have[k] != _plain(v)}
+        if changed:
+            out[section] = changed
+    if full["seed"] != base["seed"]:
+        out["seed"] = full["seed"]
+    return out
+
+
+def _default_form(settings, section, key):
+    """A field ``to_dict`` leaves out (at its default), as ``to_dict`` would write it."""
+    value = getattr(getattr(settings, section), key)
+    return dict(value) if key == "lr_scale" else value
+
+
+def _plain(value):
+    """A settings value as JSON reads it back (tuples as lists)."""
+    return json.loads(json.dumps(value))
+
+
+def _from_diff_against(stored, base):
+    if not isinstance(stored, dict) or set(stored) - {"model", "train", "mix", "seed"}:
+        raise TypeError("settings must be an object of model, train, mix and seed")
+    data = {"seed": stored.get("seed", base["seed"])}
+    for section in ("model", "train", "mix"):
+        changed = stored.get(section, {})
+        if section == "mix" and changed is None:
+            continue
+        if not isinstance(changed, dict):
+            raise TypeError(f"settings.{section} must be an object")
+        data[section] = {**base[section], **changed}
+    return Settings.from_dict(data)
+
+
+def _encode_diff(diff):
+    return json.dumps(diff, sort_keys=True, separators=(",", ":")).encode() if diff else b""
+
+
+def compact_header(settings, model_sha256=None, model_resume=False, name=None, mtime=None,
+                   long=None):  # fmt: skip
+    """The bytes of a version-6 header up to its form: ``long`` None for the short form
+    (the caller appends the input's length), else (block size, frame size, size or None),
+    the long form, its header CRC included. The base is the one the settings and the model
+    differ least from."""
+    if settings is None or settings.mix is None:
+        raise ValueError("a version-6 stream holds mixing settings")
+    if model_resume and model_sha256 is None:
+        raise ValueError("model_resume needs a model")
+
+    def cost(i):
+        base, prior = V6_BASES[i]
+        uses_prior = model_sha256 is not None and model_sha256 == prior and not model_resume
+        diff = _encode_diff(_diff_against(settings, base))
+        return len(diff) + (32 if model_sha256 is not None and not uses_prior else 0), i
+
+    _, index = min(cost(i) for i in range(len(V6_BASES)))
+    base, prior = V6_BASES[index]
+    diff = _encode_diff(_diff_against(settings, base))
+    flags, fields = 0, []
+    if index:
+        flags |= F_BASE
+        fields.append(varint(index))
+    if diff:
+        flags |= F_DIFF
+        fields += [varint(len(diff)), diff]
+    if model_sha256 is not None:
+        if model_sha256 == prior and not model_resume:
+            flags |= F_PRIOR
+        else:
+            flags |= F_DIGEST | (F_RESUME if model_resume else 0)
+            fields.append(bytes.fromhex(model_sha256))
+    if name is not None:
+        encoded = name.encode("utf-8")
+        flags |= F_NAME
+        fields += [varint(len(encoded)), encoded]
+    if mtime is not None:
+        flags |= F_MTIME
+        fields.append(varint(mtime))
+    if long is not None:
+        block_size, frame_size, size = long
+        flags |= F_LONG
+        fields += [varint(block_size), varint(frame_size), varint(0 if size is None else size + 1)]
+    header = SHORT_MAGIC + bytes([COMPACT, flags]) + b"".join(fields)
+    if long is not None:
+        header += _U32.pack(zlib.crc32(header))
+    return header
+
+
+def _read_compact(f, version):
+    """The rest of a version-6 header after its magic and version byte."""
+    rec = _Recording(f, SHORT_MAGIC + bytes([version]))
+    (flags,) = _read_exact(rec, 1, "header")
+    index = read_varint(rec, "base", len(V6_BASES)) if flags & F_BASE else 0
+    base, prior = V6_BASES[index]
+    settings = base_settings = None
+    if flags & F_DIFF:
+        raw = _read_exact(rec, read_varint(rec, "settings length", MAX_DIFF), "header")
+        stored = loads_json(raw, "corrupt header", MAX_HEADER_DEPTH, MAX_DIFF, FormatError)
+        try:
+            settings = _from_diff_against(stored, base)
+        except (TypeError, ConfigError) as exc:
+            raise FormatError(f"corrupt header: {exc}") from None
+        if settings.mix is None:
+            raise FormatError("corrupt header: a version-6 stream without mixing settings")
+    else:
+        base_settings = Settings.from_dict(base)
+    if flags & F_PRIOR and flags & (F_DIGEST | F_RESUME):
+        raise FormatError("corrupt header: both the base's prior and a model")
+    if flags & F_PRIOR and prior is None:
+        raise FormatError(f"corrupt header: base {index} has no prior")
+    if flags & F_RESUME and not flags & F_DIGEST:
+        raise FormatError("corrupt header: resume without a model")
+    sha = prior if flags & F_PRIOR else None
+    if flags & F_DIGEST:
+        sha = _read_exact(rec, 32, "header").hex()
+    name = mtime = None
+    if flags & F_NAME:
+        raw = _read_exact(rec, read_varint(rec, "name length", MAX_NAME + 1), "header")
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            name = None
+        if name is None or not valid_name(name):
+            raise FormatError("corrupt header: stored file name")
+    if flags & F_MTIME:
+        mtime = read_varint(rec, "mtime", MAX_MTIME)
+    header = {"version": version, "settings": settings or base_settings, "model_sha256": sha,
+              "model_resume": bool(flags & F_RESUME), "name": name, "mtime": mtime}  # fmt: skip
+    if flags & F_LONG:
+        block_size = read_varint(rec, "block size", MAX_BLOCK + 1)
+        frame_size = read_varint(rec, "frame size", MAX_FRAME + 1)
+        size = read_varint(rec, "size", (1 << 63) + 1)
+        if block_size < 1:
+            raise FormatError("corrupt header: block size 0")
+        (crc,) = _U32.unpack(_read_exact(f, _U32.size, "header"))
+        if zlib.crc32(bytes(rec.data)) != crc:
+            raise FormatError("corrupt header: checksum mismatch")
+        return {**header, "short": False, "block_size": block_size, "frame_size": frame_size,
+                "size": size - 1 if size else None}  # fmt: skip
+    size = read_varint(rec, "size", MAX_BLOCK)
+    # The block size is any larger than the input; the smallest one the writer uses.
+    return {**header, "short": True, "block_size": max(DEFAULT_BLOCK, size + 1), "frame_size": 0,
+            "size": size, "check": zlib.crc32(bytes(rec.data))}  # fmt: skip
+
+
+def short_settings(settings, n):
+    """The settings a short-form stream of ``n`` bytes is coded with: the header's, with the
+    context table, the history ring and the match table cut to what ``n`` bytes can fill
+    (64 to 128 slots and 32 to 64 match entries a byte, a ring that never wraps), so
+    that a small input neither allocates nor zeroes the preset's hundreds of MB. Both
+    sides derive them from the size in the header; nothing of them is stored."""
+    mix, bits = settings.mix, max(n, 1).bit_length()
+    sized = dataclasses.replace(mix, ctx_log=min(mix.ctx_log, max(12, bits + 7)),
+                                hist_log=min(mix.hist_log, max(12, bits + 1)),
+                                match_log=min(mix.match_log, max(10, bits + 6)))  # fmt: skip
+    return dataclasses.replace(settings, mix=sized)
+
+
+def write_short(f, header, data, payload):
+    """The short form's body after ``header`` (``compact_header`` and the varint length of
+    ``data``): ``payload`` the coded bytes, or ``data`` itself when stored."""
+    f.write(header)
+    f.write(varint(len(payload)))
+    f.write(payload)
+    f.write(_U32.pack(zlib.crc32(data) ^ zlib.crc32(header)))
+
+
+class Skipped(bytes):
+    """The raw bytes of a block the predictor skips (version 6)."""
+
+
+def read_short(f, header):
+    """``read_blocks`` of a short-form stream: its one block (none when empty), then its
+    end."""
+    n = header["size"]
+    m = read_varint(f, "payload length", n + 1)
+    payload = _read_exact(f, m, "block payload")
+    (check,) = _U32.unpack(_read_exact(f, _U32.size, "end"))
+    if n:
+        if m == n:
+            yield n, Skipped(payload)
+        else:
+            words = -(-m // 4)
+            if words > max_words(n):
+                raise FormatError(f"corrupt block: {words} words for {n} bytes")
+            padded = payload + bytes(4 * words - m)
+            yield n, np.frombuffer(padded, dtype=">u4").astype(np.uint32)
+    yield "end", (n, check ^ header["check"])

@@ -20,8 +20,10 @@ import io
 import itertools
 import zlib
 
+import numpy as np
+
 from . import container, workers
-from .blocks import Stats, check_end, decode_blocks, encode_stream, read_up_to
+from .blocks import AllNoise, Noise, Stats, check_end, decode_blocks, encode_stream, read_up_to
 from .config import Settings
 from .errors import ChecksumError, FormatError
 from .limits import DEFAULT_MEMLIMIT
@@ -64,11 +66,22 @@ class FrameJob:
         return Predictor(self.settings, self.model, self.resume, self.replay_chunk,
                          self.version >= container.NIBBLES)  # fmt: skip
 
-    def encode(self, data):
-        """One frame of ``data`` -> (its compressed bytes, ideal bits)."""
+    def all_noise(self, data):
+        """Whether every block of the frame ``data`` is skipped (version 6), as
+        ``blocks.encode_stream`` finds them: such a frame needs no predictor."""
+        if self.version < container.COMPACT:
+            return False
+        noise, view = Noise(), np.frombuffer(data, dtype=np.uint8)
+        return all(noise.incompressible(view[i : i + self.block_size])
+                   for i in range(0, len(data), self.block_size))  # fmt: skip
+
+    def encode(self, data, noise=False):
+        """One frame of ``data`` -> (its compressed bytes, ideal bits); ``noise``: the frame
+        is known to be skipped throughout (``all_noise``)."""
         src, out = io.BytesIO(data), io.BytesIO()
         stats = Stats()
-        encode_stream(self, lambda: src.read(self.block_size), out, stats)
+        encode_stream(self, lambda: src.read(self.block_size), out, stats,
+                      noise=AllNoise() if noise else None)  # fmt: skip
         return out.getvalue(), stats.ideal_bits
 
     def decode_stream(self, blocks, dst, observer=None):
@@ -76,8 +89,9 @@ class FrameJob:
         (length, CRC32, predictor: None for a stream without settings, which codes none).
         ``observer``: an ``observe.Observer`` (None: nobody watches)."""
         observer = observer or SILENT
-        predictor = self.predictor() if self.settings is not None else None
-        decoded, crc, length, expected_crc = decode_blocks(blocks, dst, predictor, observer)
+        decoded, crc, length, expected_crc, predictor = decode_blocks(
+            blocks, dst, self.predictor, observer
+        )
         check_end(decoded, crc, length, expected_crc)
         return decoded, crc, predictor
 
@@ -131,26 +145,33 @@ def _here(frame_size, jobs, scheduler):
 
 
 def _in_order(job, jobs, scheduler, tasks, on_result, memlimit=None):
-    """Run ``tasks`` ((method, args, context) from an iterator) on the executor of ``jobs``
-    and ``scheduler``, at most 2 * slots in flight (fewer if ``memlimit`` cannot hold that
-    many frames in and out), and give each (result, context) to ``on_result`` in order. On
-    any error or signal the executor is ended at once. A single task runs here: starting
-    workers would cost more than it saves."""
+    """Run ``tasks`` ((method, args, context, here) from an iterator) on the executor of
+    ``jobs`` and ``scheduler``, at most 2 * slots in flight (fewer if ``memlimit`` cannot hold
+    that many frames in and out), and give each (result, context) to ``on_result`` in order.
+    On any error or signal the executor is ended at once. A task marked ``here`` (a frame of
+    noise alone, which needs no predictor) runs in this process, and so does a single task:
+    workers are started at the first task that needs them, since starting them costs more
+    than such a task."""
     tasks = iter(tasks)
     first = next(tasks, None)
     second = next(tasks, None) if first is not None else None
     if second is None:
         if first is not None:
-            method, args, context = first
+            method, args, context, _ = first
             on_result(getattr(job, method)(*args), context)
         return
-    pool = _executor(job, jobs, scheduler)
-    limit = DEFAULT_MEMLIMIT if memlimit is None else memlimit
-    depth = max(1, min(2 * pool.slots, limit // job.frame_buffer_bytes))
+    pool, depth = None, 1
     pending = collections.deque()
     try:
-        for method, args, context in itertools.chain((first, second), tasks):
-            pending.append((pool.submit(method, *args), context))
+        for method, args, context, here in itertools.chain((first, second), tasks):
+            if here:
+                pending.append((_Done(getattr(job, method)(*args)), context))
+            else:
+                if pool is None:
+                    pool = _executor(job, jobs, scheduler)
+                    limit = DEFAULT_MEMLIMIT if memlimit is None else memlimit
+                    depth = max(1, min(2 * pool.slots, limit // job.frame_buffer_bytes))
+                pending.append((pool.submit(method, *args), context))
             while len(pending) >= depth:
                 handle, ctx = pending.popleft()
                 on_result(handle.result(), ctx)
@@ -158,9 +179,21 @@ def _in_order(job, jobs, scheduler, tasks, on_result, memlimit=None):
             handle, ctx = pending.popleft()
             on_result(handle.result(), ctx)
     except BaseException:
-        pool.abort()
+        if pool is not None:
+            pool.abort()
         raise
-    pool.close()
+    if pool is not None:
+        pool.close()
+
+
+class _Done:
+    """The result of a task run here, handed on as a worker's is."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
 
 
 class _Reader:
@@ -218,7 +251,8 @@ def compress_frames(source, out, job, first, stats, plan, observer=SILENT):
 
         def frames():
             while data := reader.frame():
-                yield "encode", (data,), (len(data), zlib.crc32(data))
+                noise = job.all_noise(data)
+                yield "encode", (data, noise), (len(data), zlib.crc32(data)), noise
 
         def write(result, context):
             packed, bits = result
@@ -294,7 +328,8 @@ def decompress_frames(src, dst, header, job, stats, plan, observer=SILENT):
                                 job.block_size, frame_size)  # fmt: skip
                 if raw is None:
                     return
-                yield "decode_frame", (raw, version, number), len(raw)
+                yield ("decode_frame", (raw, version, number), len(raw),
+                       container.all_skipped(raw))  # fmt: skip
                 number += 1
 
         def write(data, packed_size):
@@ -363,7 +398,7 @@ def decode_range(f, dst, header, index, span, job, plan, observer=SILENT):
             raw = f.read(fr.packed_size)
             if len(raw) != fr.packed_size:
                 raise FormatError("truncated file: a frame is cut short")
-            yield "decode_frame", (raw, version, numbers[fr]), fr
+            yield "decode_frame", (raw, version, numbers[fr]), fr, container.all_skipped(raw)
 
     def write(data, fr):
         check(fr, len(data), zlib.crc32(data))

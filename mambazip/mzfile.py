@@ -207,16 +207,20 @@ def _spool():
 
 def _frames_in_order(fp, plan):
     """(original offset, spool of its bytes, their number) of each frame, verified, of each
-    stream of ``fp`` read in order; a stream before frames (versions 1 to 3) counts as one
-    frame. Each stream's index is checked against its frames once they are read."""
+    stream of ``fp`` read in order; a stream before frames (versions 1 to 3) or of version
+    6's short form counts as one frame. Each stream's index is checked against its frames
+    once they are read."""
     src = codec._Counting(fp)
     header = container.read_header(src)
     offset = 0
     while True:
         job = codec.frame_job(header, plan)
-        if header["version"] < 4:
+        if header["version"] < 4 or header.get("short"):
             spool = _spool()
-            blocks = container.read_blocks(src, header["block_size"], header["version"])
+            if header.get("short"):  # version 6's one block: no frames, no index
+                blocks = container.read_short(src, header)
+            else:
+                blocks = container.read_blocks(src, header["block_size"], header["version"])
             job.decode_stream(blocks, spool)
             spools = [spool]
         else:

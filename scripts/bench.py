@@ -643,10 +643,72 @@ def parse_args(argv=None) -> argparse.Namespace:
         action="store_true",
         help="compress only: ratio and compress speed, no round-trip check",
     )
+    p.add_argument(
+        "--small",
+        action="store_true",
+        help=f"only the small-files table: prefixes of {SMALL_SOURCE} and "
+        f"{RECORD_BYTES}-byte records, beside paq8px -8, zstd -19, gzip -9 and xz -9e",
+    )
     args = p.parse_args(argv)
     if args.limit is not None and args.limit <= 0:
         p.error("--limit must be positive")
     return args
+
+
+# --small: prefixes of one text file, and records through the Python API.
+SMALL_SOURCE = "canterbury/alice29.txt"
+SMALL_SIZES = (0, 50, 200, 1000, 4000)
+RECORD_BYTES, RECORDS = 200, 20
+SMALL_PEERS = (
+    Compressor("paq8px -8", ("paq8px", "-8", "{in}", "{out}"), ("paq8px", "-d", "{in}", "{out}")),
+    BASELINES[2],  # zstd -19
+    Compressor(
+        "gzip -9 -n", ("gzip", "-9", "-n", "-c", "{in}"), ("gzip", "-d", "-c", "{in}"), True
+    ),
+    BASELINES[0],  # xz -9e
+)
+
+
+def small_files(presets: list[str], tmp: Path) -> list[str]:
+    """The small-files table: each prefix of SMALL_SOURCE compressed by mambazip (-n) and the
+    peers on PATH, in bytes, and the mean size of RECORDS records of RECORD_BYTES bytes, by
+    ``mambazip.compress`` (the Python API, one process) and by each peer's command line."""
+    import mambazip
+
+    text = (CORPUS / SMALL_SOURCE).read_bytes()
+    exe = tuple(mambazip_command())
+    tools = [Compressor(f"mambazip {p} -n", (*exe, "compress", "-q", "-n", "--preset", p, "-o",
+                                             "{out}", "{in}"), (), is_mambazip=True)
+             for p in presets]  # fmt: skip
+    tools += [c for c in SMALL_PEERS if shutil.which(c.compress[0])]
+    inputs = {f"{SMALL_SOURCE}, first {n:,} bytes" if n else "empty file": text[:n]
+              for n in SMALL_SIZES}  # fmt: skip
+    records = [text[i * RECORD_BYTES : (i + 1) * RECORD_BYTES] for i in range(RECORDS)]
+    lines = ["## small files (bytes)", "",
+             table_line(["input", *(c.name for c in tools)]),
+             table_line(["---"] * (len(tools) + 1))]  # fmt: skip
+
+    def size_of(comp, data, tag):
+        src = tmp / "small" / tag / "in.dat"
+        src.parent.mkdir(parents=True)
+        src.write_bytes(data)
+        _, packed = run_step(comp.compress, comp, src, src.parent, "compress")
+        return packed.stat().st_size if packed is not None else None
+
+    for i, (label, data) in enumerate(inputs.items()):
+        sizes = [size_of(c, data, f"{i}-{j}") for j, c in enumerate(tools)]
+        lines.append(table_line([label, *("failed" if s is None else f"{s:,}" for s in sizes)]))
+    means = []
+    for j, comp in enumerate(tools):
+        if comp.is_mambazip:
+            preset = comp.name.split()[1]
+            sizes = [len(mambazip.compress(r, preset=preset)) for r in records]
+        else:
+            sizes = [size_of(comp, r, f"r{k}-{j}") for k, r in enumerate(records)]
+        means.append("failed" if None in sizes else f"{sum(sizes) / len(sizes):.1f}")
+    api = f"{RECORDS} records of {RECORD_BYTES} bytes, mean (mambazip: Python API)"
+    lines.append(table_line([api, *means]))
+    return lines
 
 
 def input_files(given: list[Path]) -> list[Path]:
@@ -666,8 +728,18 @@ def input_files(given: list[Path]) -> list[Path]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    files = input_files(args.files)
     presets = args.preset or sorted(p.stem for p in (REPO / "models").glob("*.json"))
+    if args.small:
+        with tempfile.TemporaryDirectory(prefix="mambazip-bench-") as tmpname:
+            text = "\n".join([f"- Machine: {machine_line()}",
+                              f"- mambazip {version_of('mambazip')} (git {git_revision()})",
+                              f"- Load average at start: {load_average()}", "",
+                              *small_files(presets, Path(tmpname))]) + "\n"  # fmt: skip
+        print(text)
+        if args.out:
+            args.out.write_text(text)
+        return 0
+    files = input_files(args.files)
     variants = mambazip_variants(presets, shlex.split(args.mambazip_args), args.ablate,
                                  args.scratch)  # fmt: skip
     optional, missing = available_optional()

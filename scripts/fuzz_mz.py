@@ -67,6 +67,7 @@ GOLDEN = ROOT / "tests" / "golden"
 # The format, as container.py documents it (restated here so the fuzzer does not trust the
 # reader it tests).
 MAGIC = b"\x89MZIP\r\n\x1a"
+SHORT_MAGIC = MAGIC[:2]  # version 6 on: these two bytes, then the version byte
 STORED = 0xFFFFFFFF
 _PREFIX = struct.Struct("<8sHI")
 _U32 = struct.Struct("<I")
@@ -372,12 +373,17 @@ def cases(root=GOLDEN):
     """Every mutation of every golden file under ``root``/v*/ (ids unique, order fixed)."""
     out, seen = [], set()
     files = sorted(Path(root).glob("v*/*.mz"))
-    known = known_fields(f.read_bytes() for f in files)
+    known = known_fields(f.read_bytes() for f in files if not compact(f.read_bytes()))
     for mz in files:
         blob, original = mz.read_bytes(), mz.with_suffix(".bin").read_bytes()
         name = f"{mz.parent.name}/{mz.name}"
-        spans = list(ranges(blob, original).values())
-        for category, detail, mutated, expected, *ranged in mutations(name, blob, original, known):
+        if compact(blob):
+            spans, made = [(0, len(original)), (len(original) // 2, len(original))], (
+                compact_mutations(name, blob, original))  # fmt: skip
+        else:
+            spans, made = list(ranges(blob, original).values()), mutations(
+                name, blob, original, known)  # fmt: skip
+        for category, detail, mutated, expected, *ranged in made:
             case_id = f"{name}:{category}:{detail}"
             if case_id in seen or mutated == blob:
                 continue
@@ -385,6 +391,57 @@ def cases(root=GOLDEN):
             span = spans[len(seen) % len(spans)]  # each kind of range in turn
             out.append(Case(case_id, category, mutated, expected, span, (ranged or [expected])[0]))
     return out
+
+
+def compact(blob):
+    """Whether ``blob`` begins with a version-6 stream (its two-byte magic, then the
+    version byte where the long magic goes on with "Z")."""
+    return len(blob) > 2 and blob[:2] == SHORT_MAGIC and blob[2] != MAGIC[2]
+
+
+def varint(value):
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def compact_mutations(name, blob, original):
+    """(category, detail, mutated, expected) of a version-6 file, which has no JSON to
+    re-serialise: truncation, every bit of its first 48 bytes flipped, those
+    bytes set to extremes, varints that never end or declare 2^63 put at each of its first
+    16 places, bytes inserted and deleted there, the final check broken, and
+    concatenations. A mutation that decodes must give the original (a flip in the coder's
+    padding may). Truncations at each of the first 64 and last 16 bytes and 32 others."""
+    rng = random.Random(zlib.crc32(name.encode()))
+    head = min(len(blob), 48)
+    cuts = set(range(min(len(blob), 64))) | set(range(max(0, len(blob) - 16), len(blob)))
+    cuts |= set(rng.sample(range(len(blob)), min(32, len(blob))))
+    for cut in sorted(cuts):
+        yield "truncate", f"at {cut}", blob[:cut], None
+    for bit in range(8 * head):
+        yield "flip", f"bit {bit}", _flip(blob, bit), original
+    for at in range(head):
+        for value in sorted({0, 1, 0x7F, 0x80, 0xFF} - {blob[at]}):
+            mutated = blob[:at] + bytes([value]) + blob[at + 1 :]
+            yield "byte", f"byte {at}={value:#x}", mutated, original
+    for at in range(3, min(len(blob), 16)):
+        for what, junk in (("endless varint", b"\xff" * 12), ("varint 2^63", varint(2**63)),
+                           ("varint 2^32", varint(2**32)), ("zero byte", b"\x00")):  # fmt: skip
+            yield "varint", f"{what} inserted at {at}", blob[:at] + junk + blob[at:], original
+        yield "varint", f"byte {at} deleted", blob[:at] + blob[at + 1 :], original
+    yield "check", "last byte flipped", blob[:-1] + bytes([blob[-1] ^ 1]), None
+    yield "check", "zeroed", blob[:-4] + bytes(4), original if blob[-4:] == bytes(4) else None
+    for bit in sorted(rng.sample(range(8 * head, 8 * len(blob)), min(32, 8 * (len(blob) - head)))):
+        yield "flip", f"bit {bit}", _flip(blob, bit), original
+    yield "concat", "twice", blob + blob, original * 2
+    for cut in sorted({1, 3, len(blob) // 2, len(blob) - 1}):
+        yield "concat", f"second cut at {cut}", blob + blob[:cut], None
+    for junk in (b"\x00", b"\x89", SHORT_MAGIC, SHORT_MAGIC + b"\x06", SHORT_MAGIC + b"\x07",
+                 MAGIC, b"\x00" * 64):  # fmt: skip
+        yield "concat", f"then {len(junk)} bytes {junk[:8].hex()}", blob + junk, None
 
 
 def ranges(blob, original):

@@ -30,7 +30,9 @@ def tiny_mamba(**train):
 
 
 def compress(data, settings, block_size=container.DEFAULT_BLOCK, **extras):
+    """The JSON header's layouts (versions 3 to 5); version 6 has tests/test_format_v6.py."""
     out = io.BytesIO()
+    extras.setdefault("version", 5)
     codec.compress_stream(io.BytesIO(data), out, settings, block_size, **extras)
     return out.getvalue()
 

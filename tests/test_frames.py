@@ -36,6 +36,9 @@ def settings():
 
 
 def framed(data, settings, frame_size, jobs=1, block_size=256, **kwargs):
+    """Version 5 unless asked otherwise: version 6 writes an input of one block without
+    frames (its long form's frames are version 5's, tests/test_format_v6.py)."""
+    kwargs.setdefault("version", 5)
     out = io.BytesIO()
     stats = codec.compress_stream(io.BytesIO(data), out, settings, block_size,
                                   frame_size=frame_size, jobs=jobs, **kwargs)  # fmt: skip

@@ -24,7 +24,9 @@ ORIGINAL = b"fuzzing the container: " * 20 + bytes(range(0, 256, 7))
 def valid():
     out = io.BytesIO()
     settings = mambazip.resolve_settings(model=TINY_MODEL)
-    compress_stream(io.BytesIO(ORIGINAL), out, settings, block_size=200)
+    # Version 5: the JSON header these mutations rewrite (version 6's binary header is
+    # mutated by tests/test_format_v6.py and scripts/fuzz_mz.py).
+    compress_stream(io.BytesIO(ORIGINAL), out, settings, block_size=200, version=5)
     return out.getvalue()
 
 
@@ -128,3 +130,40 @@ def test_header_from_another_file_spliced_on_is_a_clean_error(valid):
     _, end = header_span(valid)
     spliced = other.getvalue()[: end_other + 4] + valid[end + 4 :]
     assert outcome(spliced) == "error"
+
+
+@pytest.fixture(scope="module", params=["short", "long"])
+def compact(request):
+    """A version-6 file: the short form (one block), or the long form (blocks of 200)."""
+    out = io.BytesIO()
+    settings = mambazip.resolve_settings(model=TINY_MODEL)
+    block_size = container.DEFAULT_BLOCK if request.param == "short" else 200
+    compress_stream(io.BytesIO(ORIGINAL), out, settings, block_size=block_size, name="f.txt")
+    return out.getvalue()
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_compact_file_truncated_anywhere_is_a_clean_error(compact, data):
+    cut = data.draw(st.integers(0, len(compact) - 1))
+    assert outcome(compact[:cut]) == "error"
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_compact_file_with_flipped_bits_decodes_or_fails_cleanly(compact, data):
+    blob = bytearray(compact)
+    for _ in range(data.draw(st.integers(1, 4))):
+        bit = data.draw(st.integers(0, 8 * len(blob) - 1))
+        blob[bit // 8] ^= 1 << (bit % 8)
+    assert outcome(bytes(blob)) in (True, "error")
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_compact_file_with_overwritten_bytes_decodes_or_fails_cleanly(compact, data):
+    blob = bytearray(compact)
+    at = data.draw(st.integers(0, len(blob) - 1))
+    junk = data.draw(st.binary(min_size=1, max_size=16))
+    blob[at : at + len(junk)] = junk
+    assert outcome(bytes(blob)) in (True, "error")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from mambazip import container
+
 CORPUS = Path("/work/shared/bench/corpus/canterbury")
 SMALLEST = ("grammar.lsp", "xargs.1")  # the two smallest corpus files: 8 KB in all
 MAMBAZIP = shutil.which("mambazip", path=os.path.dirname(sys.executable))
@@ -79,7 +81,8 @@ def test_tar_round_trips_a_directory_through_mambazip(corpus_dir, tmp_path, prog
         proc = subprocess.run(["tar", *program, *args], cwd=tmp_path, env=env,
                               capture_output=True, timeout=600)  # fmt: skip
         assert proc.returncode == 0, proc.stderr.decode()
-    assert (tmp_path / "d.tar.mz").read_bytes()[:5] == b"\x89MZIP"
+    with open(tmp_path / "d.tar.mz", "rb") as f:
+        assert container.read_header(f)["version"] == container.VERSION  # a .mz file
     assert tree(out / "d") == tree(corpus_dir)
 
 

@@ -117,6 +117,9 @@ def _starting_model_kind(header):
 
 
 def _print_frames(header, index):
+    if header.get("short"):
+        click.echo("  form             short (one block: no block header, end or seek index)")
+        return
     size = header["frame_size"]
     click.echo(f"  frames           {len(index.frames)} of "
                f"{f'{size} bytes' if size else 'any size'} (seek index at the end)")  # fmt: skip

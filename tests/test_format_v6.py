@@ -1,0 +1,277 @@
+"""Format version 6: the compact container (a binary header naming a base of settings and
+its prior, the short form of an input that is one block) and blocks of noise that the
+predictor skips on both sides."""
+
+import contextlib
+import dataclasses
+import io
+import zlib
+
+import numpy as np
+import pytest
+from conftest import TINY_MODEL
+
+import mambazip
+from mambazip import blocks, codec, container, predict
+from mambazip.errors import ChecksumError, FormatError, MambazipError, VersionError
+from mambazip.predictor import SMALL
+
+TEXT = (b"The compact container costs bytes, not hundreds; noise is stored untouched.\n" * 60)[
+    :4096
+]
+
+
+def noise(n, seed=5):
+    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
+
+
+def tiny(mix="full"):
+    settings = mambazip.resolve_settings("default", model=TINY_MODEL, mix=mix)
+    return dataclasses.replace(settings, mix=dataclasses.replace(SMALL, mamba=mix == "full"))
+
+
+def pack(data, settings, **options):
+    out = io.BytesIO()
+    codec.compress_stream(io.BytesIO(data), out, settings, **options)
+    return out.getvalue()
+
+
+def unpack(blob):
+    out = io.BytesIO()
+    codec.decompress_stream(io.BytesIO(blob), out)
+    return out.getvalue()
+
+
+def header_of(blob):
+    return container.read_header(io.BytesIO(blob))
+
+
+@pytest.mark.parametrize("preset", ["default", "fast", "max"])
+def test_every_shipped_preset_is_named_by_its_base_alone(preset):
+    """No settings diff: a preset that changes needs a new entry in V6_BASES."""
+    header = container.compact_header(mambazip.resolve_settings(preset))
+    flags = header[3]
+    assert not flags & container.F_DIFF
+    assert container.read_header(io.BytesIO(header + container.varint(0) + b"\0" + bytes(4)))[
+        "settings"
+    ] == mambazip.resolve_settings(preset)
+
+
+def test_an_empty_input_of_the_default_preset_costs_at_most_12_bytes():
+    blob = pack(b"", mambazip.resolve_settings("default"))
+    assert len(blob) <= 12
+    assert unpack(blob) == b""
+
+
+@pytest.mark.parametrize("mix", ["full", "cm"])
+@pytest.mark.parametrize("size", [1, 600, 4095])
+def test_an_input_of_one_block_is_written_in_the_short_form_and_decodes(mix, size):
+    data = (TEXT * 2)[:size]
+    blob = pack(data, tiny(mix), block_size=4096)
+    header = header_of(blob)
+    assert (header["version"], header["short"], header["size"]) == (6, True, size)
+    assert unpack(blob) == data
+
+
+def test_the_short_form_holds_nothing_but_its_header_payload_and_check():
+    """The header, the payload's length, the payload, CRC32: no block header, end or index."""
+    data = noise(5000)
+    settings = mambazip.resolve_settings("default")
+    blob = pack(data, settings)
+    header = container.compact_header(settings) + container.varint(len(data))
+    assert blob == header + container.varint(len(data)) + data + (
+        zlib.crc32(data) ^ zlib.crc32(header)
+    ).to_bytes(4, "little")
+
+
+def test_the_short_form_names_and_dates_its_input():
+    blob = pack(TEXT[:300], tiny(), name="notes.txt", mtime=1_800_000_000)
+    header = header_of(blob)
+    assert (header["name"], header["mtime"]) == ("notes.txt", 1_800_000_000)
+    assert codec.decompress_stream(io.BytesIO(blob), io.BytesIO()).name == "notes.txt"
+
+
+def test_a_larger_input_is_written_in_the_long_form_and_decodes():
+    data = TEXT * 3
+    blob = pack(data, tiny(), block_size=4096, size=len(data))
+    header = header_of(blob)
+    assert (header["short"], header["block_size"], header["size"]) == (False, 4096, len(data))
+    assert unpack(blob) == data
+
+
+def test_a_user_model_is_named_by_its_digest_and_resume_is_kept():
+    sha = "ab" * 32
+    raw = container.compact_header(tiny(), sha, True) + container.varint(0) + b"\0" + bytes(4)
+    header = header_of(raw)
+    assert (header["model_sha256"], header["model_resume"]) == (sha, True)
+
+
+def test_the_base_prior_is_named_without_its_digest():
+    settings = mambazip.resolve_settings("default")
+    prior = container.V6_BASES[0][1]
+    header = container.compact_header(settings, prior)
+    assert header == container.compact_header(settings)[:3] + bytes([container.F_PRIOR])
+    parsed = header_of(header + container.varint(0) + b"\0" + bytes(4))
+    assert parsed["model_sha256"] == prior
+
+
+def test_a_noise_block_is_stored_and_skipped_by_the_predictor_on_both_sides():
+    """Text, noise, text in blocks of 4096 costs what text, text does, plus the noise and
+    one block header (a run of skipped blocks is one): the predictor neither codes nor
+    learns the noise."""
+    settings = tiny()
+    plain = pack(TEXT + TEXT, settings, block_size=4096)
+    mixed = pack(TEXT + noise(8192) + TEXT, settings, block_size=4096)
+    assert len(mixed) == len(plain) + 8192 + 8
+    assert unpack(mixed) == TEXT + noise(8192) + TEXT
+
+
+def test_skipped_blocks_are_marked_in_the_stream():
+    blob = pack(TEXT + noise(4096), tiny(), block_size=4096)
+    f = io.BytesIO(blob)
+    header = container.read_header(f)
+    kinds = [type(p) for n, p in container.frame_blocks(f, header) if n != "end"]
+    assert kinds == [np.ndarray, container.Skipped]
+
+
+def test_random_bytes_are_found_incompressible():
+    assert blocks.Noise().incompressible(np.frombuffer(noise(65536), np.uint8))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        TEXT * 16,
+        bytes(range(256)) * 256,  # every byte equally often, and every difference 1
+        noise(1024) * 64,  # random, but repeating
+        noise(4095),  # too short to tell
+    ],
+    ids=["text", "counter", "repeated-noise", "short"],
+)
+def test_what_a_model_can_gain_on_is_not_found_incompressible(data):
+    assert not blocks.Noise().incompressible(np.frombuffer(data, np.uint8))
+
+
+def test_noise_seen_in_an_earlier_block_is_not_found_incompressible():
+    estimate, block = blocks.Noise(), np.frombuffer(noise(65536), np.uint8)
+    assert estimate.incompressible(block)
+    assert not estimate.incompressible(block)
+
+
+def test_version_5_is_still_written_on_request_and_decodes():
+    blob = pack(TEXT, tiny(), version=5)
+    assert header_of(blob)["version"] == 5
+    assert unpack(blob) == TEXT
+
+
+def test_the_short_form_refuses_a_payload_longer_than_its_input():
+    header = container.compact_header(tiny()) + container.varint(4)
+    blob = header + container.varint(5) + bytes(5) + bytes(4)
+    with pytest.raises(MambazipError, match="payload length"):
+        unpack(blob)
+
+
+def test_a_changed_mtime_is_caught_by_the_check():
+    """The short form has no header CRC of its own: its check covers the header too."""
+    settings = tiny()
+    blob = bytearray(pack(TEXT[:300], settings, mtime=1_800_000_000))
+    mtime_end = len(container.compact_header(settings, mtime=1_800_000_000))
+    blob[mtime_end - 1] ^= 1  # the varint's last byte: still a valid, other date
+    with pytest.raises(ChecksumError):
+        unpack(bytes(blob))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mutated_headers_fail_cleanly_or_decode_to_the_original(seed):
+    """1,000 mutations per run of the header bytes of short and long files (flips, extreme
+    values, truncations, inserted endless varints): each is one of mambazip's errors, or
+    decodes to the original."""
+    rng = np.random.default_rng(seed)
+    data_short, data_long = TEXT[:700], TEXT * 2
+    originals = {
+        pack(data_short, tiny("cm"), name="a.txt", mtime=5): data_short,
+        pack(data_long, tiny("cm"), block_size=4096, size=len(data_long)): data_long,
+    }
+    for blob, data in originals.items():
+        head = len(blob) - 4 if len(blob) < 400 else 48
+        for _ in range(250):
+            mutated = bytearray(blob)
+            kind = rng.integers(4)
+            at = int(rng.integers(head))
+            if kind == 0:
+                mutated[at] ^= 1 << int(rng.integers(8))
+            elif kind == 1:
+                mutated[at] = int(rng.choice([0, 0x7F, 0x80, 0xFF]))
+            elif kind == 2:
+                mutated = mutated[:at]
+            else:
+                mutated[at:at] = b"\xff" * int(rng.integers(1, 12))
+            with contextlib.suppress(MambazipError):
+                assert unpack(bytes(mutated)) == data
+
+
+def test_the_long_form_codes_every_block_as_version_5_does():
+    """Only the header changes: the frames (blocks and end) and the index are version 5's
+    bytes, so no file that skips nothing codes worse than before."""
+    data = TEXT * 3
+    v5, v6 = pack(data, tiny(), block_size=4096, version=5), pack(data, tiny(), block_size=4096)
+    start5, start6 = (len(blob) - len(_after_header(blob)) for blob in (v5, v6))
+    assert v6[start6:] == v5[start5:]
+    assert start6 < start5
+
+
+def _after_header(blob):
+    f = io.BytesIO(blob)
+    container.read_header(f)
+    return f.read()
+
+
+def test_a_frame_of_noise_alone_is_coded_here_and_the_same_as_by_workers():
+    data = TEXT + noise(16384) + TEXT
+    here = pack(data, tiny(), block_size=4096, frame_size=8192, jobs=1)
+    pooled = pack(data, tiny(), block_size=4096, frame_size=8192, jobs=2)
+    assert here == pooled
+    assert unpack(pooled) == data
+
+
+def test_a_compact_file_of_a_future_version_names_both_versions():
+    blob = bytearray(pack(TEXT[:100], tiny()))
+    blob[2] = container.VERSION + 1
+    with pytest.raises(VersionError, match=f"{container.VERSION + 1}.*{container.VERSION}"):
+        unpack(bytes(blob))
+
+
+def test_a_flipped_bit_in_any_payload_byte_of_the_short_form_raises_a_mambazip_error():
+    """Every byte of a 1000-byte input's coded payload in turn, its top bit flipped: the
+    decoder raises one of mambazip's errors (which the CLI reports in one line), or, where
+    the flip changes nothing the check sees, gives the original."""
+    data = (TEXT * 2)[:1000]
+    settings = tiny()
+    blob = pack(data, settings)
+    f = io.BytesIO(blob)
+    container.read_header(f)
+    m = container.read_varint(f, "payload length", len(data))
+    start = f.tell()
+    for at in range(start, start + m):
+        damaged = bytearray(blob)
+        damaged[at] ^= 0x80
+        with contextlib.suppress(MambazipError):
+            assert unpack(bytes(damaged)) == data
+
+
+def test_a_short_input_is_coded_with_tables_sized_to_it():
+    settings = mambazip.resolve_settings("default")
+    small = container.short_settings(settings, 1000)
+    assert predict.memory_bytes(small) < predict.memory_bytes(settings) / 4
+    assert small.model == settings.model and small.train == settings.train
+
+
+def test_tables_are_never_grown_past_the_settings_for_a_long_input():
+    settings = tiny()
+    assert container.short_settings(settings, container.MAX_BLOCK - 1) == settings
+
+
+def test_a_stored_name_with_a_directory_part_is_refused():
+    raw = container.compact_header(tiny(), name="../../etc/evil") + container.varint(0)
+    with pytest.raises(FormatError, match="stored file name"):
+        header_of(raw + b"\0" + bytes(4))

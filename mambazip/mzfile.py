@@ -33,13 +33,14 @@ _PIECE = 1 << 16  # what the writer's queue holds per item: the queue bounds its
 _DEPTH = 16
 
 
-def open(file, mode="rb", *, preset="default", settings=None, frame_size=frames.DEFAULT_FRAME,
-         memlimit=None, encoding=None, errors=None, newline=None):  # fmt: skip
+def open(file, mode="rb", *, settings="default", frame_size=frames.DEFAULT_FRAME, memlimit=None,
+         encoding=None, errors=None, newline=None):  # fmt: skip
     """Open the .mz file ``file`` (a path, or a binary file object) in ``mode``: ``rb`` (the
     default), ``wb``, ``xb`` (only a new file), ``ab`` (a new stream appended; the streams of
     a file read as one), or ``rt``/``wt``/``xt``/``at`` for text with ``encoding``,
     ``errors`` and ``newline`` as ``io.TextIOWrapper`` takes them. Writing codes with
-    ``settings`` (a ``Settings``), or else with ``preset`` from its prior, in frames of
+    ``settings``: a ``Settings`` (from the seeded init), or a preset's name (from its prior
+    on text, as ``mambazip.compress`` with ``preset``), in frames of
     ``frame_size`` bytes, as ``mambazip compress -n`` does; ``memlimit`` bounds the memory
     the model may take (bytes; None: ``limits.DEFAULT_MEMLIMIT``)."""
     if mode not in _MODES:
@@ -52,7 +53,7 @@ def open(file, mode="rb", *, preset="default", settings=None, frame_size=frames.
         raw = _Reader(*_file(file, "rb"), Plan(limits=limits))
         binary = io.BufferedReader(raw, buffer_size=io.DEFAULT_BUFFER_SIZE)
     else:
-        start = plan_start(preset) if settings is None else Start(settings)
+        start = plan_start(settings) if isinstance(settings, str) else Start(settings)
         plan = Plan(start, limits, Execution(frame_size=frame_size), Layout(stored_blocks=True))
         raw = _Writer(*_file(file, mode[0] + "b"), plan)
         binary = io.BufferedWriter(raw, buffer_size=_PIECE)

@@ -292,17 +292,7 @@ def settings_diff(settings):
 
 def settings_from_diff(stored):
     """``settings_diff`` read back: V3_BASE with the stored fields over it."""
-    if not isinstance(stored, dict) or set(stored) - {"model", "train", "mix", "seed"}:
-        raise TypeError("settings must be an object of model, train, mix and seed")
-    data = {"seed": stored.get("seed", V3_BASE["seed"])}
-    for section in ("model", "train", "mix"):
-        changed = stored.get(section, {})
-        if section == "mix" and changed is None:
-            continue
-        if not isinstance(changed, dict):
-            raise TypeError(f"settings.{section} must be an object")
-        data[section] = {**V3_BASE[section], **changed}
-    return Settings.from_dict(data)
+    return _from_diff_against(stored, V3_BASE)
 
 
 def _is_int(value):
@@ -732,6 +722,7 @@ def _plain(value):
 
 
 def _from_diff_against(stored, base):
+    """The settings of ``base`` (a settings dict) with the stored fields over it."""
     if not isinstance(stored, dict) or set(stored) - {"model", "train", "mix", "seed"}:
         raise TypeError("settings must be an object of model, train, mix and seed")
     data = {"seed": stored.get("seed", base["seed"])}

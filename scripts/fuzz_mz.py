@@ -377,12 +377,11 @@ def cases(root=GOLDEN):
     for mz in files:
         blob, original = mz.read_bytes(), mz.with_suffix(".bin").read_bytes()
         name = f"{mz.parent.name}/{mz.name}"
+        spans = list(ranges(blob, original).values())
         if compact(blob):
-            spans, made = [(0, len(original)), (len(original) // 2, len(original))], (
-                compact_mutations(name, blob, original))  # fmt: skip
+            made = compact_mutations(name, blob, original)
         else:
-            spans, made = list(ranges(blob, original).values()), mutations(
-                name, blob, original, known)  # fmt: skip
+            made = mutations(name, blob, original, known)
         for category, detail, mutated, expected, *ranged in made:
             case_id = f"{name}:{category}:{detail}"
             if case_id in seen or mutated == blob:
@@ -447,8 +446,11 @@ def compact_mutations(name, blob, original):
 def ranges(blob, original):
     """{kind: (START, END)} of the ranges the range command asks of a golden file: inside
     one frame (the second, if any), across the first frame's end, the whole original, and
-    an empty one in the middle (without frames: the middle stands for a frame's edge)."""
+    an empty one in the middle (without frames: the middle stands for a frame's edge).
+    Version 6 (``compact``): the whole original and its second half."""
     n = len(original)
+    if compact(blob):
+        return {"whole": (0, n), "second half": (n // 2, n)}
     s = parse(blob)[0]
     sizes = [f.length for f in s.frames] if s.frames else [n]
     first = sizes[0]

@@ -133,13 +133,15 @@ def intruder(monkeypatch):
     run writing the same output would; returns a function that arms it for ``path``."""
 
     def arm(path, content=b"written by someone else meanwhile"):
-        write_end = container.write_end
+        # The last write of a stream: its end, or the whole body of the short form (v6).
+        for name in ("write_end", "write_short"):
+            write = getattr(container, name)
 
-        def write_end_and_intrude(*args, **kwargs):
-            path.write_bytes(content)
-            return write_end(*args, **kwargs)
+            def write_and_intrude(*args, write=write, **kwargs):
+                path.write_bytes(content)
+                return write(*args, **kwargs)
 
-        monkeypatch.setattr(container, "write_end", write_end_and_intrude)
+            monkeypatch.setattr(container, name, write_and_intrude)
         return content
 
     return arm

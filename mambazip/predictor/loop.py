@@ -361,8 +361,9 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
     c3 = np.int64(back(hist, hstate, hmask, 3))
     h3 = np.int64(fmix(u64(c1 | (c2 << 8) | (c3 << 16) | 0x1000000)) & u64(dims[D_APM2_MASK]))
     xrow = _carve(i64, offs, V_XROW)
-    _set_rows(xrow, _carve(i64, offs, V_XCODES), _carve(i64, offs, V_XSTART), hist, hstate,
-              hmask, c1, c2)  # fmt: skip
+    if first < 0:  # once a byte: the low nibble's call finds the rows in their view
+        _set_rows(xrow, _carve(i64, offs, V_XCODES), _carve(i64, offs, V_XSTART), hist, hstate,
+                  hmask, c1, c2)  # fmt: skip
     full_mass = np.int64(FREQ_TOTAL) >> dims[D_FULL_LOG]
     slot_mass = np.int64(FREQ_TOTAL) >> dims[D_SLOT_LOG]
     if first < 0:

@@ -196,6 +196,8 @@ CASES = {
         # The default preset, named by its base alone: an empty file and one started from
         # its prior.
         "default-empty": (b"", {}, {}, {"mix": "preset", "extras": {}}),
+        # Level 3: level 2 with the nest context and the run of each slot's last byte.
+        "tiny-mix-level3": (TEXT, TINY, {}, {"mix": "level3", "extras": NAMED}),
         "default-prior-PRIOR-short": (
             TEXT[:400],
             {},
@@ -206,7 +208,7 @@ CASES = {
 }
 
 
-LEVELS = {"level1": 1, "level2": 2}  # mix.level of the context models alone
+LEVELS = {"level1": 1, "level2": 2, "level3": 3}  # mix.level of the context models alone
 
 
 def settings_of(model, train, options):

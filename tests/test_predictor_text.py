@@ -19,9 +19,11 @@ from mambazip.predictor.config import (
     LEVEL1_CONTEXTS,
     LEVEL2_DEAD_ZONE,
     LEVEL2_SETS,
+    LEVEL3_CONTEXTS,
 )
 from mambazip.predictor.context import (
     HISTORY_STATES,
+    RUNS,
     _make_slot,
     history_map_init,
     history_next,
@@ -68,7 +70,7 @@ SIZES = layout(SMALL)  # of the history's arrays
 EVERYTHING = dataclasses.replace(
     SMALL, contexts=EXTRA_KINDS, found_sel=True, sse=True, histories=True, c2_sel=True,
     final_sel=1, lr_decay=True, sets=EXTRA_SETS, counter_rates=1, apm_mean=1, dead_zone=9,
-    last_byte=True,
+    last_byte=True, runs=True,
 )  # fmt: skip
 
 
@@ -118,9 +120,52 @@ def test_character_classes_by_hand():
         assert char_class(ord(char)) == cls, char
 
 
+def _nest(text):
+    """The nesting state after text, derived independently: a stack count per bracket kind
+    (opens past 15 and closes at 0 ignored), the tag and quote flags."""
+    counts, tag, quote = {"(": 0, "[": 0, "{": 0}, 0, 0
+    for ch in text.decode("latin-1"):
+        if ch in "([{":
+            counts[ch] = min(counts[ch] + 1, 15)
+        elif ch in ")]}":
+            opener = "([{"[")]}".index(ch)]
+            counts[opener] = max(counts[opener] - 1, 0)
+        elif ch in "<>":
+            tag = ch == "<"
+        elif ch == '"':
+            quote ^= 1
+        elif ch == "\n":
+            quote = 0
+    return counts["("] | counts["["] << 4 | counts["{"] << 8 | tag << 12 | quote << 13
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"f(a[1], {b: (2)})",
+        b"((([x",
+        b")]}(",
+        b'<a href="x">y',
+        b'say "hi\nthere"',
+        b"(" * 20,
+        b"[[a]] {{b|c}} <ref>(d</ref>",
+    ],
+)
+def test_the_nesting_state_counts_open_brackets_and_knows_tags_and_quotes(text):
+    _, _, words = _history(text)
+    assert int(words[3]) == _nest(text)
+
+
+def test_the_nest_context_matches_where_the_nesting_and_the_last_byte_match():
+    kinds = ("nest",)
+    assert _hashes(b"f(x, g[y", kinds) == _hashes(b"[(z)](q, [y", kinds)  # ( [ open, then y
+    assert _hashes(b"f(x, g[y", kinds) != _hashes(b"f(x, g(y", kinds)
+    assert _hashes(b"f(x, g[y", kinds) != _hashes(b"f(x, g[z", kinds)
+
+
 def test_the_three_last_words_are_kept_in_order():
     _, _, words = _history(b"One two, THREE four")
-    assert [int(w) for w in words] == [
+    assert [int(w) for w in words[:3]] == [
         _word_hash(b"four"),
         _word_hash(b"three"),
         _word_hash(b"two"),
@@ -226,7 +271,7 @@ def test_the_codes_of_the_first_kinds_are_those_files_were_written_with():
 def test_new_fields_are_left_out_of_the_settings_at_their_defaults():
     later = {"contexts", "found_sel", "sse", "histories", "level", "c2_sel", "final_sel",
              "lr_decay", "sets", "counter_rates", "apm_mean", "dead_zone", "promote",
-             "last_byte"}  # fmt: skip
+             "last_byte", "runs"}  # fmt: skip
     assert set(SMALL.to_dict()).isdisjoint(later)
     assert MixConfig.from_dict(SMALL.to_dict()) == SMALL
     data = EVERYTHING.to_dict()
@@ -351,6 +396,26 @@ def test_each_context_keys_its_history_map_by_the_byte_it_saw_last():
     assert layout(mixer.cfg)["hmaps"] == 3 * len(mixer.cfg.context_kinds) * HISTORY_STATES
 
 
+def test_with_runs_each_context_keys_its_history_map_by_its_last_byte_s_run_too():
+    mixer = ContextMixer(dataclasses.replace(SMALL, histories=True, last_byte=True, runs=True))
+    mixer.prime()
+    # o1's context "a" is followed by "b", "b", "b", "c", then "c": the run of c is 1.
+    mixer.advance(np.frombuffer(b"abababacaca", np.uint8))
+    hidx = view(mixer.buffers, mixer.offs, V_HIDX).reshape(256, -1)
+    o1, c = 1, ord("c")  # c = 0110 0011
+    assert hidx[0, o1] == c | 1 << 8
+    # Map index ((3 model + way) * RUNS + RUN_BUCKET[run]) * 128 + history. o1's node 1 saw
+    # the first bits of b, b, b, c, c: all 0.
+    assert hidx[1, o1] == ((3 * o1 + 1) * RUNS + 1) * HISTORY_STATES + 0b100000
+    mixer.advance(np.frombuffer(b"cacaca", np.uint8))  # c three more times: run 4
+    assert hidx[0, o1] == c | 4 << 8
+    # Node 2 saw the second bits of b, b, b and five c: eight 1s, of which it keeps six.
+    assert hidx[2, o1] == ((3 * o1 + 2) * RUNS + 3) * HISTORY_STATES + 0b1111111
+    n_models = len(mixer.cfg.context_kinds)
+    assert layout(mixer.cfg)["hmaps"] == 3 * RUNS * n_models * HISTORY_STATES
+    assert layout(mixer.cfg)["runs"] == 1 << mixer.cfg.ctx_log
+
+
 def test_a_context_never_seen_has_no_last_byte():
     mixer = ContextMixer(dataclasses.replace(SMALL, histories=True, last_byte=True))
     mixer.prime()
@@ -413,6 +478,19 @@ def test_level_2_is_level_1_with_its_sets_counter_rates_apm_mean_and_dead_zone()
     assert level.context_kinds == fields.context_kinds
     assert level.weight_sets == fields.weight_sets == LEVEL2_SETS
     _assert_codes_alike(level, fields)
+
+
+def test_level_3_is_level_2_with_the_nest_context_and_the_runs():
+    level = dataclasses.replace(SMALL, level=3)
+    fields = dataclasses.replace(SMALL, level=2, contexts=LEVEL3_CONTEXTS, runs=True)
+    assert level.context_kinds == fields.context_kinds
+    assert level.weight_sets == fields.weight_sets
+    _assert_codes_alike(level, fields)
+
+
+def test_level_3_with_the_nest_context_again_is_refused():
+    with pytest.raises(ConfigError, match="repeats nest"):
+        MixConfig.from_dict({**SMALL.to_dict(), "level": 3, "contexts": ["nest"]})
 
 
 def test_level_2_with_a_weight_set_it_already_has_is_refused():

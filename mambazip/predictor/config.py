@@ -19,7 +19,7 @@ WORD_KINDS = ("word", "word2")  # current word; current and previous word
 SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back alone
 # Chosen one by one in ``contexts``, after the others (history.py says what each hashes).
 EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass",
-               "matched", "indirect1", "indirect2")  # fmt: skip
+               "matched", "indirect1", "indirect2", "nest")  # fmt: skip
 # More weight sets, chosen one by one in ``sets`` (loop.py's _set_rows says what selects each,
 # by depth): the classes of the last two bytes, the length of the word so far, the column, the
 # last byte.
@@ -32,6 +32,8 @@ LEVEL1_CONTEXTS = ("classes", "column", "word3", "matched")
 # the APMs' mean alone, the last byte per slot.
 LEVEL2_SETS = ("classes", "wordlen", "c1depth")
 LEVEL2_DEAD_ZONE = 32  # and the combiners' dead zone, where dead_zone is 0
+# What level 3 adds to level 2: these contexts (after level 1's), the run counts per slot.
+LEVEL3_CONTEXTS = ("nest",)
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -58,7 +60,7 @@ _INT_BOUNDS = {
     # An APM after the combiner keyed by the node and (1) the Mamba's expected byte or (2) its
     # node probability quantised to 32 stretch buckets; 0: none.
     "mamba_eapm": (0, 2),
-    "level": (0, 2),
+    "level": (0, 3),
     "counter_rates": (0, 1),  # counters.COUNTER_RATES's row
     # With the SSE pair, the probability coded is the mean of the APMs and the combiner's (0)
     # or of the APMs alone (1).
@@ -80,6 +82,7 @@ _BOOL_FIELDS = (
     "lr_decay",
     "promote",
     "last_byte",
+    "runs",
 )
 
 
@@ -123,7 +126,9 @@ class MixConfig:
     promote: bool = False  # with the Mamba, its two inputs also enter the final combiner
     last_byte: bool = False  # with the bit histories, each context's last byte keys its map
     final_sel: int = 0  # the final combiner's weights by depth (0) or by node (1)
-    level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says
+    runs: bool = False  # with the last byte, how often in a row it came keys its map too
+    level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
+    # also LEVEL3_CONTEXTS and the runs
 
     def __post_init__(self):
         for field, names in (("contexts", EXTRA_KINDS), ("sets", EXTRA_SETS)):
@@ -141,9 +146,9 @@ class MixConfig:
                     f"mix.{field} must be distinct names from {allowed}, got {value!r}"[:300]
                 )
         if isinstance(self.level, int) and self.level >= 1:
-            again = sorted(set(self.contexts) & set(LEVEL1_CONTEXTS))
+            again = sorted(set(self.contexts) & set(self._level_contexts()))
             if again:
-                raise ConfigError(f"mix.contexts repeats {', '.join(again)}, which level 1 has")
+                raise ConfigError(f"mix.contexts repeats {', '.join(again)}, which the level has")
         if isinstance(self.level, int) and self.level >= 2:
             again = sorted(set(self.sets) & set(LEVEL2_SETS))
             if again:
@@ -164,7 +169,12 @@ class MixConfig:
             kinds += WORD_KINDS
         if self.sparse:
             kinds += SPARSE_KINDS
-        return kinds + (LEVEL1_CONTEXTS if self.level >= 1 else ()) + self.contexts
+        return kinds + self._level_contexts() + self.contexts
+
+    def _level_contexts(self):
+        return (LEVEL1_CONTEXTS if self.level >= 1 else ()) + (
+            LEVEL3_CONTEXTS if self.level >= 3 else ()
+        )
 
     @property
     def found_set(self):
@@ -190,6 +200,10 @@ class MixConfig:
     @property
     def slot_last_byte(self):
         return (self.last_byte or self.level >= 2) and self.bit_histories
+
+    @property
+    def slot_runs(self):
+        return (self.runs or self.level >= 3) and self.slot_last_byte
 
     @property
     def promoted(self):
@@ -272,6 +286,7 @@ _LATER = {
     "dead_zone": 0,
     "promote": False,
     "last_byte": False,
+    "runs": False,
 }
 
 

@@ -8,16 +8,20 @@ Arrays (S = 2^ctx_log slots shared by all context models, C context models, NIN 
     ctxh (C,) uint64       the context hashes of the next byte (history.context_hashes)
     x (256, NIN) int32     combiner inputs per node; model i writes column i
     midx (256, C) int32    adaptive-map entry each model used at each node (for the update)
-With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol, last):
+With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol, last, runs):
     hst (S, 16) uint8      beside each slot, its nodes' bit histories (history_next); with
                            last, [0] beside a first-nibble slot: the byte last seen there
-    hmaps (C * B * 128,) int32 per model B = 1 (3 with last) adaptive maps from a bit history
-                           to p: with last, the map by whether the last byte's path runs
-                           through the node, and which way it goes on from there
+    hmaps (C * B * 128,) int32 per model B = 1 (3 with last, 12 with runs) adaptive maps from a
+                           bit history to p: with last, the map by whether the last byte's
+                           path runs through the node, and which way it goes on from there;
+                           with runs, also by the last byte's run (RUN_BUCKET)
     hidx (256, C) int32    the history-map entry each model used at each node; row 0 (no node
-                           has it), with last: each model's last byte in its context, or -1
+                           has it), with last: each model's last byte in its context | its run
+                           << 8, or -1
     hcol                   x column of model 0's history input (C; 0: no histories)
     last                   whether the slots keep their last byte (mix.last_byte)
+    runs (S,) uint8        with mix.runs, beside each first-nibble slot: how many times in a
+                           row (capped at 15) its last byte came again; empty without
 
 The first nibble of the byte lives in slot key(h); the second in key(h, first nibble). To predict
 all 255 nodes a model reads its first slot and the 16 possible second slots (read only; a slot
@@ -36,6 +40,9 @@ from .history import M1, fmix
 u64 = np.uint64
 BUCKET = 4  # slots per bucket
 HISTORY_STATES = 128  # bit histories of a node: 0, or a leading 1 and up to 6 bits
+# A run of the last byte, in RUNS buckets: new, once again, 2-3 times, 4 or more.
+RUN_BUCKET = np.array([0, 1, 2, 2] + [3] * 12, np.int64)
+RUNS = 4
 S32 = u64(32)
 
 # NODE2[nib, j]: byte-tree node of local node j (1..15) of the second-nibble slot for nib.
@@ -133,9 +140,13 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
         if hs[4]:
             way = 0
             depth = NODE_DEPTH[node]
-            if last >= 0 and (last | 256) >> (8 - depth) == node:
-                way = 1 + ((last >> (7 - depth)) & 1)
+            byte = last & 255
+            if last >= 0 and (byte | 256) >> (8 - depth) == node:
+                way = 1 + ((byte >> (7 - depth)) & 1)
             e = (3 * i + way) * HISTORY_STATES + np.int64(h)
+            if hs[5].shape[0] > 0:
+                run = RUN_BUCKET[last >> 8] if last >= 0 else 0
+                e = ((3 * i + way) * RUNS + run) * HISTORY_STATES + np.int64(h)
         hidx[node, i] = e
         x[node, hcol + i] = stretch(map_p(hmaps, e))
 
@@ -158,6 +169,8 @@ def predict_first(x, midx, tbl, maps, ctxh, bmask, hs):
         if hs[4]:
             if s >= 0 and tbl[s, 1] & 15 > 0:
                 last = np.int64(hs[0][s, 0])
+                if hs[5].shape[0] > 0:
+                    last |= np.int64(hs[5][s]) << 8
             hs[2][0, i] = last
         for node in range(1, 16):
             if s >= 0:
@@ -207,6 +220,9 @@ def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, schedule,
         h = ctxh[i]
         s = _make_slot(tbl, slot_key(h, -1), bmask, hst, histories)
         if hs[4]:  # before the second slot is made, which may take this one's place
+            if hs[5].shape[0] > 0:
+                again = tbl[s, 1] & 15 > 0 and hst[s, 0] == byte
+                hs[5][s] = min(np.int64(hs[5][s]) + 1, 15) if again else 0
             hst[s, 0] = np.uint8(byte)
         node = 1
         for k in range(8):

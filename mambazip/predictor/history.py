@@ -4,8 +4,8 @@ Arrays (H = 2^hist_log history bytes, C = number of context models):
     hist (H,) uint8        ring buffer: byte number t lives at hist[t & (H - 1)]
     hstate (3,) int64      [0] bytes seen so far (t of the next byte), [1] t of the current
                            line's first byte, [2] t of the previous line's first byte
-    words (3,) uint64      hash of the current alphabetic word (case-folded), of the previous
-                           one, of the one before it
+    words (4,) uint64      hash of the current alphabetic word (case-folded), of the previous
+                           one, of the one before it; [3] the nesting state (nest_next)
     kinds (C,) int64       which context each model uses (K_* below)
     ind (IND_SIZE,) uint16 with an indirect kind: per byte value (ind[c]) and per pair
                            (ind[256 + (c2 << 8 | c1)]), the two bytes that followed it last;
@@ -26,7 +26,7 @@ u64 = np.uint64
 # its kind's code): new kinds take new codes.
 K_WORD, K_WORD2, K_SKIP1, K_SKIP3 = 7, 8, 9, 10
 K_O7, K_O8, K_WORD3, K_WORDGAP, K_COLUMN, K_ABOVE, K_CLASSES, K_WORDCLASS, K_MATCHED = range(11, 20)
-K_INDIRECT1, K_INDIRECT2 = 20, 21
+K_INDIRECT1, K_INDIRECT2, K_NEST = 20, 21, 22
 IND_SIZE = 256 + 65536
 N_ORDERS = 9  # orders 0..8 hashed once per byte
 KIND_CODES = {
@@ -46,8 +46,13 @@ KIND_CODES = {
     "matched": K_MATCHED,  # hashed by match.match_context
     "indirect1": K_INDIRECT1,
     "indirect2": K_INDIRECT2,
+    "nest": K_NEST,
 }
 MAX_COLUMN = 255  # columns past this share a context
+# The nesting state's fields: open (, [ and { counted in 4 bits each (a close below zero and an
+# open past 15 are ignored), then inside a tag (after < until >), inside a double quote (until
+# the closing one or the end of the line).
+NEST_PAREN, NEST_BRACKET, NEST_BRACE, NEST_TAG, NEST_QUOTE = 0, 4, 8, 12, 13
 
 M1 = u64(0x9E3779B97F4A7C15)
 M2 = u64(0xBF58476D1CE4E5B9)
@@ -101,11 +106,42 @@ def char_class(c):
     return 6 if c < 32 or c == 127 else 5
 
 
+@kernel_inline
+def _nest_count(state, shift, step):
+    """state with the 4-bit count at shift moved by step, where it stays in 0..15."""
+    n = np.int64((state >> u64(shift)) & u64(15)) + step
+    if n < 0 or n > 15:
+        return state
+    return (state & ~(u64(15) << u64(shift))) | (u64(n) << u64(shift))
+
+
+@kernel
+def nest_next(state, byte):
+    """The nesting state (NEST_*) after byte: what markup and source code are inside of, which
+    decides much of what comes next (a closing bracket, a tag's attributes, a string's end)."""
+    if byte == 40 or byte == 41:  # ( )
+        return _nest_count(state, NEST_PAREN, 81 - 2 * byte)
+    if byte == 91 or byte == 93:  # [ ]
+        return _nest_count(state, NEST_BRACKET, 92 - byte)
+    if byte == 123 or byte == 125:  # { }
+        return _nest_count(state, NEST_BRACE, 124 - byte)
+    if byte == 60:  # <
+        return state | (u64(1) << u64(NEST_TAG))
+    if byte == 62:  # >
+        return state & ~(u64(1) << u64(NEST_TAG))
+    if byte == 34:  # "
+        return state ^ (u64(1) << u64(NEST_QUOTE))
+    if byte == 10:
+        return state & ~(u64(1) << u64(NEST_QUOTE))
+    return state
+
+
 @kernel
 def history_push(hist, hstate, words, mask, byte):
     """Append byte; extend the current word or, at a non-letter ending a word, start a new one;
-    after a newline, start a line."""
+    after a newline, start a line; move the nesting state on."""
     hist[hstate[0] & mask] = byte
+    words[3] = nest_next(words[3], byte)
     hstate[0] += 1
     if byte == 10:
         hstate[2] = hstate[1]
@@ -191,6 +227,8 @@ def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask, ind):
             h = fmix(acc)
         elif kind == K_WORDCLASS:  # the word so far and the classes of the 2 bytes before it
             h = fmix(words[0] ^ (u64(char_class(b1) * 8 + char_class(b2)) * M2))
+        elif kind == K_NEST:  # the nesting state and the last byte
+            h = fmix((words[3] << u64(8)) | b1 | u64(0x1000000000))
         elif kind == K_INDIRECT1:  # the last byte, and the two that followed it before
             h = fmix((u64(ind[b1]) << u64(8)) | b1 | u64(0x1000000))
         elif kind == K_INDIRECT2:  # the last two bytes, and the two that followed them before

@@ -49,7 +49,7 @@ from ..kernels.step import FREQ_TOTAL
 from .apm import apm_predict, apm_update
 from .byte_pdf import node_prob, node_sums
 from .combiner import combine, train
-from .context import HISTORY_STATES, NODE2, predict_first, predict_second, update_contexts
+from .context import HISTORY_STATES, NODE2, RUNS, predict_first, predict_second, update_contexts
 from .counters import MAP_SIZE, squash, stretch
 from .history import (
     IND_SIZE,
@@ -111,13 +111,14 @@ VIEWS = (
     ("xcodes", "i64"),
     ("xstart", "i64"),
     ("xrow", "i64"),
+    ("runs", "u8"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
  V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_MODE, V_HSTATE, V_MSTATE,
  V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE, V_INBYTE, V_INPDF,
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
- V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW) = range(len(VIEWS))  # fmt: skip
+ V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -168,6 +169,13 @@ def weight_rows(cfg):
     return N_ROWS + 8 * sum(SET_VALUES[SET_CODES[name]] for name in cfg.weight_sets)
 
 
+def history_maps(cfg):
+    """Adaptive maps per context model from its bit histories (context.py)."""
+    if not cfg.bit_histories:
+        return 0
+    return (3 * (RUNS if cfg.slot_runs else 1)) if cfg.slot_last_byte else 1
+
+
 def layout(cfg):
     """{view name: element count} for cfg; the buffers hold these back to back."""
     C = len(cfg.context_kinds)
@@ -180,7 +188,7 @@ def layout(cfg):
         "apmm": (65536 * 33) if cfg.mamba else 0,
         "apme": (65536 * 33) if cfg.mamba and cfg.mamba_eapm else 0,
         "ctxh": C,
-        "words": 3,
+        "words": 4,
         "orders": N_ORDERS,
         "maps": C * MAP_SIZE,
         "mt": (1 << cfg.match_log) if cfg.match else 0,
@@ -212,12 +220,13 @@ def layout(cfg):
         "found": 2,
         "apms": ((1 << cfg.apm_log) + MATCH_APM) * 33 if cfg.apm and cfg.sse_pair else 0,
         "hst": (1 << cfg.ctx_log) * 16 if cfg.bit_histories else 0,
-        "hmaps": C * HISTORY_STATES * (3 if cfg.slot_last_byte else 1) if cfg.bit_histories else 0,
+        "hmaps": C * HISTORY_STATES * history_maps(cfg),
         "hidx": 256 * C,
         "ind": IND_SIZE if {"indirect1", "indirect2"} & set(cfg.context_kinds) else 0,
         "xcodes": len(cfg.weight_sets),
         "xstart": len(cfg.weight_sets),
         "xrow": len(cfg.weight_sets),
+        "runs": (1 << cfg.ctx_log) if cfg.slot_runs else 0,
     }
 
 
@@ -251,11 +260,11 @@ def _carve(buf, offs, v):
 
 @driver_inline
 def _histories(u8, i32, offs, dims):
-    """context.py's hs: the bit histories' views, column (0: none) and last-byte flag."""
+    """context.py's hs: the bit histories' views, column (0: none), last-byte flag, runs."""
     nctx = dims[D_NCTX]
     return (_carve(u8, offs, V_HST).reshape((-1, 16)), _carve(i32, offs, V_HMAPS),
             _carve(i32, offs, V_HIDX).reshape((256, nctx)), dims[D_HCOL],
-            dims[D_LAST] != 0)  # fmt: skip
+            dims[D_LAST] != 0, _carve(u8, offs, V_RUNS))  # fmt: skip
 
 
 @kernel

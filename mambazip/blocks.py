@@ -30,11 +30,23 @@ class Stats:
     compressed_bytes: int = 0
     ideal_bits: float = 0.0  # sum of -log2 p(byte) under the float pdfs (compression only)
     seconds: float = 0.0
-    learner: object = field(default=None, repr=False, compare=False)  # where the Mamba ended
+    # The Mamba's learner as coding left it, its unfinished segment not yet learned.
+    open_learner: object = field(default=None, repr=False, compare=False)
     name: str = None  # decompression: the first stream's stored file name and mtime
     mtime: int = None
     part_names: tuple = ()  # compression: the predictor's parts, the columns of its trust
     frames: int = 0  # version 4: the frames coded or decoded
+
+    @property
+    def learner(self):
+        """The Mamba's online learner as the stream ended, having learned every byte (None
+        when no Mamba coded). The unfinished segment is learned here, when the learner is
+        asked for (``--save-model``), not at the end of every stream: a run that saves no
+        model never loads that update's compiled code (12 MB of a 1 KB input's 244 MB peak
+        RSS). ``OnlineLearner.finish`` learns nothing the second time."""
+        if self.open_learner is not None:
+            self.open_learner.finish()
+        return self.open_learner
 
     @property
     def bits_per_byte(self):

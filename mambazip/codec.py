@@ -122,8 +122,7 @@ def encode(source, destination, plan, observer=SILENT):
             job, lambda: pending.pop() if pending else read_up_to(source.file, layout.block_size),
             out, stats, observer)  # fmt: skip
     if predictor is not None and (not framed or stats.frames <= 1):
-        predictor.finish()
-        stats.learner = predictor.learner
+        stats.open_learner = predictor.learner
         stats.part_names = predictor.part_names
     stats.compressed_bytes = out.count
     stats.seconds = time.perf_counter() - began
@@ -167,9 +166,7 @@ def decode(source, destination, plan, observer=SILENT):
             blocks = container.read_blocks(src, header["block_size"], header["version"])
             decoded, _, predictor = job.decode_stream(blocks, destination, observer)
             stats.original_bytes += decoded
-        if predictor is not None:
-            predictor.finish()
-        stats.learner = predictor.learner if predictor is not None else None
+        stats.open_learner = predictor.learner if predictor is not None else None
         if header["settings"] is not None:
             kernel_cache.mark(header["settings"])
         if not src.peek():

@@ -85,11 +85,6 @@ class Predictor:
     def freq_low(self):
         return self.context.freq_low
 
-    def finish(self):
-        """End of the stream (see ``OnlineLearner.finish``)."""
-        if self.learner is not None:
-            self.learner.finish()
-
     @property
     def min_byte_bits(self):
         """A lower bound on the code length of any byte: the context mixer's node

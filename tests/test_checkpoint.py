@@ -125,6 +125,26 @@ def test_resume_is_exact_with_truncated_bptt(tmp_path, tiny_settings, texts):
     assert_file_holds(tmp_path / "ab.st", one_run)
 
 
+def test_the_unfinished_segment_is_learned_once_when_the_learner_is_asked_for(tiny_settings,
+                                                                             texts):  # fmt: skip
+    # Coding leaves the last len(a) % 7 targets unlearned (a run that saves no model never
+    # needs them); Stats.learner learns them, and a second ask learns nothing more.
+    a, _ = texts
+    settings = mambazip.Settings(
+        tiny_settings.model, mambazip.TrainConfig(lr=0.003, bptt=7, decay=900), seed=5
+    )
+    assert len(a) % 7
+    stats = codec.compress_stream(io.BytesIO(a), io.BytesIO(b""), settings)
+    assert stats.open_learner.learned == len(a) - len(a) % 7
+    coded = stats.open_learner.model.params.flat.copy()
+    finished = learn(OnlineLearner(settings), a)
+    assert not np.array_equal(coded, finished.model.params.flat)
+    assert stats.learner.learned == len(a)
+    assert np.array_equal(stats.learner.model.params.flat, finished.model.params.flat)
+    assert np.array_equal(stats.learner.model.params.flat, finished.model.params.flat)
+    assert stats.learner.learned == len(a)
+
+
 def test_decompress_saves_the_same_checkpoint_as_compress(run_cli, run_process, tmp_path,
                                                           tiny_flags, texts):  # fmt: skip
     a, b = texts

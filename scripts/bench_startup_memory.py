@@ -8,6 +8,14 @@ cache). Memory: peak RSS of compressing and decompressing generated inputs of 25
 4 MB with the same small model; streaming means the two should differ by a few MB at most.
 Peak RSS comes from GNU time (`/usr/bin/time -f %M`) and includes the Python interpreter,
 NumPy and Numba.
+
+    python scripts/bench_startup_memory.py --small [--runs 3]
+
+Only the small-input figure (issue 26): peak RSS of `mambazip compress -n` of a 1,000-byte
+file (the first 1,000 bytes of alice29.txt, or FILE given by --input) with the default
+preset and the kernels already in the usual cache (one warm-up run first), beside the
+floors under it: the interpreter, NumPy, Numba, and Numba calling one trivial cached kernel
+(the least any run of a Numba kernel costs). Each figure is the least of --runs runs.
 """
 
 import argparse
@@ -43,10 +51,59 @@ def text_like(n, seed):
     return bytes(out[:n])
 
 
+# A trivial kernel: what Numba costs before any of ours loads (its target context, LLVM).
+TRIVIAL = """from numba import njit
+@njit(cache=True)
+def one(a):
+    a[0] = 1
+"""
+
+
+def small(data, name, runs):
+    """The small-input table: peak RSS MB of the floors and of compressing ``data``."""
+    py = [sys.executable, "-c"]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "trivial.py").write_text(TRIVIAL)
+        input_path = tmp / name
+        input_path.write_bytes(data)
+        env = {**os.environ, "PYTHONPATH": str(tmp), "NUMBA_CACHE_DIR": str(tmp / "cache")}
+        out = tmp / "out.mz"
+        compress = [sys.executable, "-m", "mambazip", "compress", "-q", "-f", "-n",
+                    str(input_path), "-o", str(out)]  # fmt: skip
+        rows = [
+            ("the interpreter (`python -c pass`)", [*py, "pass"], env),
+            ("`import numpy`", [*py, "import numpy"], env),
+            ("`import numba`", [*py, "import numba"], env),
+            ("`import mambazip.cli`", [*py, "import mambazip.cli"], os.environ),
+            ("Numba calling one trivial cached kernel",
+             [*py, "import numpy, trivial; trivial.one(numpy.zeros(1))"], env),
+            (f"`mambazip compress -n` of {name} ({len(data):,} bytes), default preset",
+             compress, os.environ),
+        ]  # fmt: skip
+        run(rows[4][1], env)  # compiles the trivial kernel into the cache
+        run(compress, os.environ)  # the default preset's kernels, compiled once if need be
+        print("| peak RSS of | MB |")
+        print("|---|---:|")
+        for label, args, run_env in rows:
+            print(f"| {label} | {min(run(args, run_env)[1] for _ in range(runs)):.1f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-flags", default="--d-model 8 --n-layer 1 --d-state 4 --d-conv 3")
+    parser.add_argument("--small", action="store_true", help="only the small-input table")
+    parser.add_argument("--input", type=Path, help="--small: the file compressed")
+    parser.add_argument("--runs", type=int, default=3, help="--small: runs per figure")
     args = parser.parse_args()
+    if args.small:
+        if args.input is None:
+            corpus = Path(__file__).resolve().parents[2] / "shared" / "bench" / "corpus"
+            small((corpus / "canterbury" / "alice29.txt").read_bytes()[:1000],
+                  "alice29-first-1000.txt", args.runs)  # fmt: skip
+        else:
+            small(args.input.read_bytes(), args.input.name, args.runs)
+        return
     exe = [sys.executable, "-m", "mambazip"]
     flags = shlex.split(args.model_flags)
     with tempfile.TemporaryDirectory() as tmp:

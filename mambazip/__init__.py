@@ -59,16 +59,20 @@ def __dir__():
 def compress(data, settings=None, *, preset="default"):
     """Compress ``data`` (bytes) with ``settings`` (a Settings, from the seeded init), or
     with a preset by name (from the preset's prior, if it has one and ``data`` looks like
-    text). A preset's settings and prior are resolved and loaded once per process, so that
-    many small records do not each pay for them."""
+    text; an input of at most ``container.SMALL_INPUT`` bytes with the preset's small-input
+    settings). A preset's settings and prior are resolved and loaded once per process, so
+    that many small records do not each pay for them."""
     import io
 
     from . import plan
     from .codec import encode
 
-    start = plan.Start(settings) if settings is not None else _preset_start(preset)
+    if settings is not None:
+        start, layout = plan.Start(settings), plan.Layout()
+    else:  # a short input codes with the preset's small-input counterpart
+        start, layout = _preset_start(preset), plan.Layout(small_input=True)
     out = io.BytesIO()
-    encode(io.BytesIO(bytes(data)), out, plan.Plan(start))
+    encode(io.BytesIO(bytes(data)), out, plan.Plan(start, layout=layout))
     return out.getvalue()
 
 

@@ -94,6 +94,8 @@ def encode(source, destination, plan, observer=SILENT):
     if compact and len(block) < layout.block_size and len(block) <= (frame_size or len(block)):
         # The whole input is this block, within one frame: the short form, with no block
         # headers, end or index.
+        if layout.small_input:
+            settings = container.small_input_settings(settings, len(block))
         header = container.compact_header(settings, sha, plan.start.resume, source.name,
                                           source.mtime) + container.varint(len(block))  # fmt: skip
         sized = container.short_settings(settings, len(block))
@@ -242,7 +244,7 @@ def compress_stream(src, dst, settings, block_size=container.DEFAULT_BLOCK, **op
     context side's trust shares (``observe.Report``); the input's ``name``, ``mtime`` and
     ``size`` (``Source``); and any field of the plan's parts (``plan.from_options``): ``model``,
     ``resume``, ``prior``, ``memlimit``, ``replay_chunk``, ``frame_size``, ``jobs``,
-    ``scheduler``, ``stored_blocks``, ``version``."""
+    ``scheduler``, ``stored_blocks``, ``version``, ``small_input``."""
     observer = _report(options)
     source = Source(src, *(options.pop(key, None) for key in ("name", "mtime", "size")))
     plan = from_options(settings=settings, block_size=block_size, **options)

@@ -68,11 +68,14 @@ class Layout:
     ``stored_blocks`` whether a block that codes worse than raw is stored raw (True: always,
     which writes version 3 at least; None: when the file is version 3 anyway, so that the
     Mamba alone writes the files of versions 1 and 2; False: never); ``version`` 3 or 4 writes
-    mixing settings as those versions did (how their golden files are reproduced)."""
+    mixing settings as those versions did (how their golden files are reproduced);
+    ``small_input``: the settings came from a preset, so a short input codes with their
+    small-input counterpart (``container.small_input_settings``); given settings are kept."""
 
     block_size: int = container.DEFAULT_BLOCK
     stored_blocks: bool = None
     version: int = None
+    small_input: bool = False
 
 
 @dataclass(frozen=True)

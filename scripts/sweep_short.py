@@ -8,8 +8,9 @@ value}, "train": {field: value}}; {} is the settings of today.
     python scripts/sweep_short.py --sizes 50,200,1000,4000 '{}' \\
         '{"mix": {"combiner_lr": 16, "final_lr": 8}}' '{"train": {"warmup": 4000}}'
 
-Experiments only: a variant that were adopted changes what existing version-6 short files
-decode to, so it needs a new header field or format version.
+The variants apply to the preset's own settings (``plan.Layout``'s small_input off). One
+adopted is a new ``container.V6_BASES`` entry, the preset's small-input counterpart
+(``container.SMALL_BASES``): what existing files decode to stays as it was.
 """
 
 import argparse

@@ -271,6 +271,37 @@ def test_tables_are_never_grown_past_the_settings_for_a_long_input():
     assert container.short_settings(settings, container.MAX_BLOCK - 1) == settings
 
 
+def test_a_preset_short_input_codes_with_its_small_input_counterpart():
+    settings = mambazip.resolve_settings("default")
+    small = mambazip.Settings.from_dict(container.V6_BASES[container.SMALL_BASES[0]][0])
+    # The counterpart is the default preset with fewer, faster-learning context models.
+    assert small.model == settings.model and small.train == settings.train
+    assert small.mix == dataclasses.replace(settings.mix, max_order=4, sparse=False,
+                                            combiner_lr=16, final_lr=8, level=0)  # fmt: skip
+    for n in (1, container.SMALL_INPUT):
+        assert container.small_input_settings(settings, n) == small
+    for n in (0, container.SMALL_INPUT + 1):
+        assert container.small_input_settings(settings, n) is settings
+    for other in (dataclasses.replace(settings, seed=1), mambazip.resolve_settings("fast"),
+                  mambazip.resolve_settings("default", mix="cm"), small):  # fmt: skip
+        assert container.small_input_settings(other, 100) is other
+
+
+def test_the_small_input_counterpart_is_chosen_only_where_a_preset_chose_the_settings():
+    data = TEXT[:300]
+    settings = mambazip.resolve_settings("default")
+    small = mambazip.Settings.from_dict(container.V6_BASES[container.SMALL_BASES[0]][0])
+    chosen = mambazip.compress(data)  # the preset by name
+    assert header_of(chosen)["settings"] == small
+    assert chosen[3] & container.F_BASE and chosen[4] == container.SMALL_BASES[0]
+    assert mambazip.decompress(chosen) == data
+    given = pack(data, settings)  # settings given: kept, as every earlier file was written
+    assert header_of(given)["settings"] == settings and unpack(given) == data
+    assert len(chosen) < len(given)
+    longer = (TEXT * 3)[: container.SMALL_INPUT + 1]
+    assert header_of(pack(longer, settings, small_input=True))["settings"] == settings
+
+
 def test_a_stored_name_with_a_directory_part_is_refused():
     raw = container.compact_header(tiny(), name="../../etc/evil") + container.varint(0)
     with pytest.raises(FormatError, match="stored file name"):

@@ -68,7 +68,7 @@ def compress(io, request, frame_size, execution, save_model, limits):
     if frame_size is None:
         frame_size = 0 if save_model is not None else frames.DEFAULT_FRAME
     plan = Plan(start, limits, dataclasses.replace(execution, frame_size=frame_size),
-                Layout(stored_blocks=True))  # fmt: skip
+                Layout(stored_blocks=True, small_input=True))  # fmt: skip
 
     def run(src, dst, job):
         compile_note(start.settings, io.quiet)

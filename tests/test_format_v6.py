@@ -106,13 +106,23 @@ def test_a_user_model_is_named_by_its_digest_and_resume_is_kept():
     assert (header["model_sha256"], header["model_resume"]) == (sha, True)
 
 
-def test_the_base_prior_is_named_without_its_digest():
-    settings = mambazip.resolve_settings("default")
-    prior = container.V6_BASES[0][1]
+@pytest.mark.parametrize("base", [0, 4])  # the first default preset, and today's
+def test_the_base_prior_is_named_without_its_digest(base):
+    settings = mambazip.Settings.from_dict(container.V6_BASES[base][0])
+    prior = container.V6_BASES[base][1]
     header = container.compact_header(settings, prior)
-    assert header == container.compact_header(settings)[:3] + bytes([container.F_PRIOR])
+    without = container.compact_header(settings)
+    assert header[:3] + header[4:] == without[:3] + without[4:]  # only the flags differ
+    assert header[3] == without[3] | container.F_PRIOR
     parsed = header_of(header + container.varint(0) + b"\0" + bytes(4))
     assert parsed["model_sha256"] == prior
+
+
+def test_the_default_preset_is_its_base_and_names_it_in_one_byte():
+    settings = mambazip.resolve_settings("default")
+    header = container.compact_header(settings)
+    assert header[3] & container.F_BASE and not header[3] & container.F_DIFF
+    assert header[4:] == container.varint(4)
 
 
 def test_a_noise_block_is_stored_and_skipped_by_the_predictor_on_both_sides():

@@ -322,8 +322,10 @@ FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
 # context side alone enwik6/book1/alice29.txt/obj2: 1.8913/2.2368/1.9197/1.6940 ->
 # 1.8696/2.2137/1.8964/1.6690
 # (benchmarks/sweep-2026-12-03-level2.md).
+# Fourteenth session, 2026-12-03: level 3 (the nest context, the runs of the last byte):
+# 1.8496/2.2136/1.8971/1.6642 (benchmarks/sweep-2026-12-03-level3.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
-                    level=2, combiner_lr=4)  # fmt: skip
+                    level=3, combiner_lr=4)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

@@ -14,8 +14,10 @@ and reports µs per byte:
   more would let the moments decay into subnormal numbers, whose arithmetic is slow).
 
 The parts are timed on a warm cache and the same data again and again, so their sum can be
-below ``loop``. Speeds vary by 10-20 % between runs on a shared machine: compare numbers
-from one run only.
+below ``loop``. Times are this thread's CPU time (``time.thread_time``), not wall time: on a
+shared machine a process may get half a core, which doubled wall-clock figures (measured,
+2026-12-03: 243 µs/byte wall, 98 CPU). Speeds still vary by 10-20 % between runs: compare
+numbers from one run only.
 
     .venv/bin/python scripts/profile_step.py --preset default
     .venv/bin/python scripts/profile_step.py --preset default --d-model 64 --n-layer 2
@@ -100,9 +102,9 @@ def _updates(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hype
 
 def _timed(fn, *args, reps):
     fn(*args, 1)  # compile and warm up
-    start = time.perf_counter()
+    start = time.thread_time()
     fn(*args, reps)
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 def main():
@@ -122,9 +124,9 @@ def main():
     data = np.frombuffer(args.file.read_bytes()[: args.train + args.loop + 1], dtype=np.uint8)
     learner = OnlineLearner(settings)
     learner.advance(data[: args.train])
-    start = time.perf_counter()
+    start = time.thread_time()
     learner.advance(data[args.train : args.train + args.loop])
-    loop = (time.perf_counter() - start) / args.loop
+    loop = (time.thread_time() - start) / args.loop
 
     m, seg = learner.model, learner.seg
     bptt = seg.inputs.shape[0]

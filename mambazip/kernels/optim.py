@@ -48,6 +48,11 @@ def adam_update(theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2,
     """
     one_minus_b1 = f32(1.0) - beta1
     one_minus_b2 = f32(1.0) - beta2
+    # x / 1 is x, bit for bit: a correction of 1 (beta1 0; bc2 under the warm-up, or once
+    # beta2^t is below float32's resolution) is skipped, and with it a division per
+    # element, the update's slowest operation.
+    div1 = bc1 != f32(1.0)
+    div2 = bc2 != f32(1.0)
     for s in range(ranges.shape[0]):
         lo, hi = ranges[s, 0], ranges[s, 1]
         p, gs, ms, vs = theta[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi]
@@ -58,7 +63,9 @@ def adam_update(theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2,
             vi = beta2 * vs[i] + one_minus_b2 * (g * g)
             ms[i] = mi
             vs[i] = vi
-            p[i] -= rate * (mi / bc1) / (np.sqrt(vi / bc2) + eps)
+            m_hat = mi / bc1 if div1 else mi
+            v_hat = vi / bc2 if div2 else vi
+            p[i] -= rate * m_hat / (np.sqrt(v_hat) + eps)
             gs[i] = f32(0.0)
 
 

@@ -64,6 +64,15 @@ def main():
     parser.add_argument("--seconds", type=float, required=True, help="its wall time")
     parser.add_argument("--dtype", choices=("F32", "F16"), default="F32")
     parser.add_argument("--description", default="")
+    parser.add_argument(
+        "--corpus-record", type=Path, default=CORPUS_RECORD,
+        help="the record of the corpus it was trained on (build_prior_corpus.py --record)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--history", type=Path,
+        help="held-out bits/byte during training, one JSON object a line "
+        "(train_prior.py's OUT/log.jsonl)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     trained = checkpoint.load(args.trained)
@@ -82,7 +91,11 @@ def main():
     frozen, _ = heldout_bits(heldout, args.preset, shipped, optimizer="none")
     online, _ = heldout_bits(heldout, args.preset, shipped)
     scratch, _ = heldout_bits(heldout, args.preset, None)
-    corpus = json.loads(CORPUS_RECORD.read_text())
+    record = args.corpus_record.resolve()
+    corpus = json.loads(record.read_text())
+    history = {}
+    if args.history:
+        history["history"] = [json.loads(line) for line in args.history.read_text().splitlines()]
     manifest = {
         "sha256": sha,
         "file": f"{sha}.safetensors",
@@ -92,7 +105,7 @@ def main():
         "model": settings.to_dict()["model"],
         "description": args.description,
         "corpus": {
-            "record": str(CORPUS_RECORD.relative_to(REPO)),
+            "record": str(record.relative_to(REPO)),
             "sha256": corpus["sha256"],
             "bytes": corpus["bytes"],
         },
@@ -103,6 +116,7 @@ def main():
             "machine": machine(),
             "date": datetime.date.today().isoformat(),
         },
+        **history,
         "heldout": {
             # Relative to where it ran (the checkout): no path of this machine in a release.
             "file": os.path.relpath(args.heldout),

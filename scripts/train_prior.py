@@ -42,6 +42,7 @@ from numba import njit
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from mambazip import priors  # noqa: E402
 from mambazip.config import resolve_settings  # noqa: E402
 from mambazip.kernels.detmath import exp32  # noqa: E402
 from mambazip.params import Params, init_params  # noqa: E402
@@ -332,11 +333,32 @@ def heldout_bits(model, heldout, chunk=8192):
 
 
 # ---------------------------------------------------------------- train
-def lr_at(step, total, peak, warmup, floor):
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+class Schedule:
+    """Warm-up, a constant rate, then a linear decay to ``floor`` that fits the time left.
+
+    The machine is shared, so how many steps an hour holds is not known in advance: the decay
+    starts when ``decay`` of the ``--minutes`` budget is left, over as many steps as the rate
+    measured so far fits into it (or at the step ``--steps`` gives, if that comes first)."""
+
+    def __init__(self, args, state=None):
+        self.peak, self.warmup, self.floor = args.lr, args.warmup, args.lr * args.lr_floor
+        self.decay_start, self.decay_steps = (state or {}).get("decay", (None, None))
+
+    def lr(self, step):
+        if self.decay_start is not None:
+            done = min(1.0, (step - self.decay_start) / self.decay_steps)
+            return self.peak + (self.floor - self.peak) * done
+        return self.peak * min(1.0, (step + 1) / self.warmup)
+
+    def maybe_decay(self, step, steps_left, seconds_left, seconds_per_step, fraction):
+        """Start the decay when at most ``fraction`` of the budget is left."""
+        if self.decay_start is None:
+            fits = int(seconds_left / seconds_per_step)
+            if fits <= fraction * (step + fits) or steps_left <= fraction * (step + steps_left):
+                self.decay_start, self.decay_steps = step, max(1, min(fits, steps_left))
+
+    def done(self, step):
+        return self.decay_start is not None and step >= self.decay_start + self.decay_steps
 
 
 def train(args):
@@ -345,11 +367,10 @@ def train(args):
     torch.manual_seed(args.seed)
     settings = resolve_settings(args.preset)
     cfg = settings.model
-    MambaLM = build_model_classes()
-    model = MambaLM(cfg)
+    model = build_model_classes()(cfg)
     docs, heldout = load_corpus(args.corpus)
     per_epoch = (sum(len(d) + 1 for d in docs) - 1) // args.seq_len // args.batch
-    total_steps = int(per_epoch * args.epochs)
+    max_steps = int(per_epoch * args.epochs)
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (decay if p.dim() >= 2 and "A_log" not in name else no_decay).append(p)
@@ -360,43 +381,55 @@ def train(args):
     args.out.mkdir(parents=True, exist_ok=True)
     ckpt = args.out / "state.pt"
     log = args.out / "log.jsonl"
+    state = None
     if ckpt.exists():
         state = torch.load(ckpt, weights_only=False)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
-        step, seconds, history = state["step"], state["seconds"], state["history"]
-        if state["total_steps"] != total_steps:
-            raise SystemExit(f"{ckpt}: made for {state['total_steps']} steps, not {total_steps}")
-        print(f"resumed at step {step} of {total_steps}", flush=True)
+        step, seconds = state["step"], state["seconds"]
+        print(f"resumed at step {step}", flush=True)
+    elif args.init:
+        model.load_hf(priors.load(args.init).params.to_hf())
+        step, seconds = 0, 0.0
     else:
         # The seeded init of mambazip itself (Mamba's init, deterministic from the seed).
         model.load_hf(init_params(cfg, settings.seed).to_hf())
-        step, seconds, history = 0, 0.0, []
-        history.append({"step": 0, "bytes": 0, "heldout": heldout_bits(model, heldout)})
-        print(json.dumps(history[-1]), flush=True)
+        step, seconds = 0, 0.0
+    schedule = Schedule(args, state)
 
     def save():
         state = {
             "model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-            "seconds": seconds, "history": history, "total_steps": total_steps,
+            "seconds": seconds, "decay": (schedule.decay_start, schedule.decay_steps),
             "args": {k: str(v) for k, v in vars(args).items()},
         }  # fmt: skip
         torch.save(state, args.out / "state.tmp")
         os.replace(args.out / "state.tmp", ckpt)
 
-    deadline = time.monotonic() + args.minutes * 60
-    last_save = time.monotonic()
-    epoch = step // per_epoch
-    batches = None
+    def evaluate(lr):
+        model.eval()
+        bits = heldout_bits(model, heldout)
+        model.train()
+        row = {"step": step, "epoch": round(step / per_epoch, 4), "lr": lr,
+               "bytes": step * args.batch * args.seq_len, "train_seconds": round(seconds),
+               "heldout_bits_per_byte": round(bits, 4)}  # fmt: skip
+        with log.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+
+    started = time.monotonic()
+    deadline = started + args.minutes * 60
+    last_save = started
+    epoch = None
     model.train()
-    while step < total_steps and time.monotonic() < deadline:
-        if batches is None or step // per_epoch != epoch:
+    while step < max_steps and time.monotonic() < deadline and not schedule.done(step):
+        if step // per_epoch != epoch:
             epoch = step // per_epoch
             batches = epoch_sequences(docs, args.seed, epoch, args.seq_len)
         i = step % per_epoch
         rows = torch.from_numpy(batches[i * args.batch : (i + 1) * args.batch].astype(np.int64))
         t0 = time.monotonic()
-        lr = lr_at(step, total_steps, args.lr, args.warmup, args.lr * args.lr_floor)
+        lr = schedule.lr(step)
         for group in opt.param_groups:
             group["lr"] = lr
         logits = model(rows[:, :-1])
@@ -409,27 +442,24 @@ def train(args):
         opt.step()
         step += 1
         seconds += time.monotonic() - t0
+        if step > args.warmup:
+            # Wall time per step (evaluations and other sessions' load included).
+            per_step = (time.monotonic() - started) / max(1, step - (state or {}).get("step", 0))
+            schedule.maybe_decay(step, max_steps - step, deadline - time.monotonic(), per_step,
+                                 args.decay)  # fmt: skip
         if step % 20 == 0:
             rate = step * args.batch * args.seq_len / seconds / 1e3
-            print(f"step {step}/{total_steps} epoch {epoch} lr {lr:.2e} "
+            print(f"step {step} epoch {step / per_epoch:.3f} lr {lr:.2e} "
                   f"loss {loss.item() / LN2:.4f} bits  {rate:.1f} KB/s", flush=True)  # fmt: skip
-        end_of_epoch = step % per_epoch == 0 or step == total_steps
-        if end_of_epoch or step % args.eval_every == 0:
-            model.eval()
-            bits = heldout_bits(model, heldout)
-            model.train()
-            row = {"step": step, "epoch": step / per_epoch, "lr": lr,
-                   "bytes": step * args.batch * args.seq_len, "seconds": round(seconds),
-                   "heldout": round(bits, 4)}  # fmt: skip
-            history.append(row)
-            with log.open("a") as f:
-                f.write(json.dumps(row) + "\n")
-            print(json.dumps(row), flush=True)
-        if time.monotonic() - last_save > 300 or step == total_steps:
+        if step % per_epoch == 0 or step % args.eval_every == 0:
+            evaluate(lr)
+        if time.monotonic() - last_save > 300:
             save()
             last_save = time.monotonic()
+    if step % per_epoch and step % args.eval_every:
+        evaluate(schedule.lr(step - 1))
     save()
-    print(f"stopped at step {step} of {total_steps}", flush=True)
+    print(f"stopped at step {step} (decay from {schedule.decay_start})", flush=True)
 
 
 # ---------------------------------------------------------------- check and export
@@ -475,7 +505,8 @@ def main():
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--preset", default="default")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--epochs", type=float, default=1.0)
+    t.add_argument("--init", metavar="SHA", help="start from this shipped prior, not the init")
+    t.add_argument("--epochs", type=float, default=1.0, help="at most this many")
     t.add_argument("--seq-len", type=int, default=512)
     t.add_argument("--batch", type=int, default=16)
     t.add_argument("--lr", type=float, default=3e-3)
@@ -484,7 +515,8 @@ def main():
     t.add_argument("--wd", type=float, default=0.01)
     t.add_argument("--clip", type=float, default=1.0)
     t.add_argument("--eval-every", type=int, default=500)
-    t.add_argument("--minutes", type=float, default=1e9, help="stop (resumable) after this")
+    t.add_argument("--minutes", type=float, required=True, help="the time budget of this run")
+    t.add_argument("--decay", type=float, default=0.3, help="share of the budget to decay in")
     c = sub.add_parser("check", help="torch's logits against mambazip's on the same weights")
     c.add_argument("--out", type=Path, help="a run's folder (default: the seeded init)")
     c.add_argument("--preset", default="default")

@@ -497,6 +497,25 @@ def check(model, params, cfg, text):
     )
 
 
+FIXTURES = REPO / "tests" / "fixtures"
+FIXTURE_TEXT = b"def main(argv):\n    return 0  # ok\n"
+
+
+def write_fixture(sha):
+    """tests/fixtures/train_prior-SHA.npy: the logits (T, V) that this script's torch model
+    gives for FIXTURE_TEXT primed with 0, from the shipped prior ``sha`` (F16 weights as
+    mambazip reads them), so that a test without torch holds mambazip's forward to them."""
+    torch = _torch()
+    torch.set_num_threads(1)
+    prior = priors.load(sha)
+    model = build_model_classes()(prior.config)
+    model.load_hf(prior.params.to_hf())
+    data = np.frombuffer(b"\0" + FIXTURE_TEXT, dtype=np.uint8).astype(np.int64)
+    with torch.no_grad():
+        logits = model(torch.from_numpy(data)[None])[0].numpy()
+    np.save(FIXTURES / f"train_prior-{sha}.npy", logits.astype(f32))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -524,9 +543,14 @@ def main():
     e.add_argument("--out", type=Path, required=True)
     e.add_argument("--preset", default="default")
     e.add_argument("--to", type=Path, required=True, help="the .safetensors to write")
+    f = sub.add_parser("fixture", help="torch's logits of a shipped prior, for the tests")
+    f.add_argument("sha")
     args = parser.parse_args()
     if args.command == "train":
         train(args)
+        return
+    if args.command == "fixture":
+        write_fixture(args.sha)
         return
     _torch().set_num_threads(1)
     settings = resolve_settings(args.preset)

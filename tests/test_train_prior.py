@@ -1,6 +1,8 @@
 """scripts/train_prior.py's selective scan (Numba, no torch needed): its forward against a
 float64 NumPy recurrence, its backward against float64 central differences of that
-recurrence, and a state carried across two calls against one call."""
+recurrence, and a state carried across two calls against one call. And each prior it
+trained: mambazip's forward gives the logits that the script's torch model gave
+(tests/fixtures/train_prior-SHA.npy, written by ``train_prior.py fixture SHA``)."""
 
 from __future__ import annotations
 
@@ -104,3 +106,22 @@ def test_backward_matches_central_differences(tp, inputs):
         scale = np.abs(numeric).max()
         assert scale > 0.1  # a gradient that is there to be checked
         np.testing.assert_allclose(analytic, numeric, rtol=0, atol=2e-5 * scale)
+
+
+FIXTURES = sorted((SCRIPT.parent.parent / "tests" / "fixtures").glob("train_prior-*.npy"))
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.stem[12:20] for f in FIXTURES])
+def test_mambazip_runs_the_prior_as_its_trainer_did(tp, fixture):
+    from mambazip import priors
+    from mambazip.model import Model
+
+    want = np.load(fixture)
+    prior = priors.load(fixture.stem.removeprefix("train_prior-"))
+    model = Model(prior.config, prior.params)
+    got = []
+    for byte in b"\0" + tp.FIXTURE_TEXT:
+        model.forward(byte)
+        got.append(model.logits.copy())
+    assert want.shape == (len(tp.FIXTURE_TEXT) + 1, 256)
+    np.testing.assert_allclose(np.array(got), want, rtol=0, atol=1e-4 * np.abs(want).max())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -50,6 +51,14 @@ def coded_bytes(data, settings, prior):
     return len(out.getvalue())
 
 
+def _task(path, limit, preset, mix, prior):
+    """(input bytes, coded bytes, seconds) of one file from one prior, in a worker."""
+    data = path.read_bytes()[:limit]
+    start = time.perf_counter()
+    n = coded_bytes(data, resolve_settings(preset, mix=mix), load(prior))
+    return len(data), n, time.perf_counter() - start
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path)
@@ -58,26 +67,25 @@ def main():
     parser.add_argument("--mix", choices=("none", "full"), help="default: the preset's")
     parser.add_argument("--limit", type=int, help="only the first LIMIT bytes of each file")
     parser.add_argument("--small", action="store_true", help="the 16 small corpus files")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     args = parser.parse_args()
     files = list(args.files) + ([CORPUS / f for f in SMALL] if args.small else [])
-    settings = resolve_settings(args.preset, mix=args.mix)
-    models = [load(p) for p in args.prior]
+    tasks = [(f, args.limit, args.preset, args.mix, p) for f in files for p in args.prior]
+    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+        results = iter(pool.starmap(_task, tasks, chunksize=1))
     names = [p[:8] for p in args.prior]
     print("| file | bytes | " + " | ".join(f"{n} bits/byte" for n in names) + " |")
     print("| --- | ---: |" + " ---: |" * len(names))
     totals = [0] * len(names)
     size = 0
     for path in files:
-        data = path.read_bytes()[: args.limit]
-        size += len(data)
         row = []
-        for i, model in enumerate(models):
-            start = time.perf_counter()
-            n = coded_bytes(data, settings, model)
+        for i in range(len(names)):
+            length, n, seconds = next(results)
             totals[i] += n
-            row.append(f"{8 * n / len(data):.4f} ({n:,} B, {time.perf_counter() - start:.0f} s)")
-        print(f"| {path.parent.name}/{path.name} | {len(data):,} | " + " | ".join(row) + " |",
-              flush=True)  # fmt: skip
+            row.append(f"{8 * n / length:.4f} ({n:,} B, {seconds:.0f} s)")
+        size += length
+        print(f"| {path.parent.name}/{path.name} | {length:,} | " + " | ".join(row) + " |")
     print(f"| total | {size:,} | " + " | ".join(f"{8 * t / size:.4f} ({t:,} B)" for t in totals)
           + " |")  # fmt: skip
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import TINY_MODEL
 
 import mambazip
-from mambazip import blocks, codec, container, predict
+from mambazip import blocks, codec, container, predict, priors
 from mambazip.errors import ChecksumError, FormatError, MambazipError, VersionError
 from mambazip.predictor import SMALL
 
@@ -106,23 +106,27 @@ def test_a_user_model_is_named_by_its_digest_and_resume_is_kept():
     assert (header["model_sha256"], header["model_resume"]) == (sha, True)
 
 
-@pytest.mark.parametrize("base", [0, 4])  # the first default preset, and today's
+@pytest.mark.parametrize("base", [0, 4, 5])  # the default presets so far
 def test_the_base_prior_is_named_without_its_digest(base):
     settings = mambazip.Settings.from_dict(container.V6_BASES[base][0])
     prior = container.V6_BASES[base][1]
     header = container.compact_header(settings, prior)
-    without = container.compact_header(settings)
-    assert header[:3] + header[4:] == without[:3] + without[4:]  # only the flags differ
-    assert header[3] == without[3] | container.F_PRIOR
+    # Magic, version, flags, the base's index: no diff, no digest.
+    flags = container.F_PRIOR | (container.F_BASE if base else 0)
+    index = container.varint(base) if base else b""
+    assert header == container.SHORT_MAGIC + bytes([container.COMPACT, flags]) + index
     parsed = header_of(header + container.varint(0) + b"\0" + bytes(4))
     assert parsed["model_sha256"] == prior
 
 
-def test_the_default_preset_is_its_base_and_names_it_in_one_byte():
+DEFAULT_BASE = 5  # today's default preset: level 3 and the prior f13eff77
+
+
+def test_the_default_preset_is_its_base_and_names_it_and_its_prior_in_one_byte():
     settings = mambazip.resolve_settings("default")
-    header = container.compact_header(settings)
-    assert header[3] & container.F_BASE and not header[3] & container.F_DIFF
-    assert header[4:] == container.varint(4)
+    header = container.compact_header(settings, priors.preset_prior("default"))
+    assert header[3] == container.F_BASE | container.F_PRIOR
+    assert header[4:] == container.varint(DEFAULT_BASE)
 
 
 def test_a_noise_block_is_stored_and_skipped_by_the_predictor_on_both_sides():
@@ -300,10 +304,11 @@ def test_a_preset_short_input_codes_with_its_small_input_counterpart():
 def test_the_small_input_counterpart_is_chosen_only_where_a_preset_chose_the_settings():
     data = TEXT[:300]
     settings = mambazip.resolve_settings("default")
-    small = mambazip.Settings.from_dict(container.V6_BASES[container.SMALL_BASES[0]][0])
+    counterpart = container.SMALL_BASES[DEFAULT_BASE]
+    small = mambazip.Settings.from_dict(container.V6_BASES[counterpart][0])
     chosen = mambazip.compress(data)  # the preset by name
     assert header_of(chosen)["settings"] == small
-    assert chosen[3] & container.F_BASE and chosen[4] == container.SMALL_BASES[0]
+    assert chosen[3] & container.F_BASE and chosen[4] == counterpart
     assert mambazip.decompress(chosen) == data
     given = pack(data, settings)  # settings given: kept, as every earlier file was written
     assert header_of(given)["settings"] == settings and unpack(given) == data

@@ -56,21 +56,26 @@ def __dir__():
     return sorted([*globals(), *_LAZY])
 
 
-def compress(data, settings=None, *, preset="default"):
+def compress(data, settings=None, *, preset="default", transforms="auto"):
     """Compress ``data`` (bytes) with ``settings`` (a Settings, from the seeded init), or
     with a preset by name (from the preset's prior, if it has one and ``data`` looks like
     text; an input of at most ``container.SMALL_INPUT`` bytes with the preset's small-input
     settings). A preset's settings and prior are resolved and loaded once per process, so
-    that many small records do not each pay for them."""
+    that many small records do not each pay for them. ``transforms``: "auto" codes deflate
+    streams and x86 code transformed where a transform applies (``mambazip.transforms``),
+    "none" the bytes as they are."""
     import io
 
     from . import plan
     from .codec import encode
 
+    if transforms not in ("auto", "none"):
+        raise ValueError(f"transforms must be 'auto' or 'none', got {transforms!r}")
+    auto = transforms == "auto"
     if settings is not None:
-        start, layout = plan.Start(settings), plan.Layout()
+        start, layout = plan.Start(settings), plan.Layout(transforms=auto)
     else:  # a short input codes with the preset's small-input counterpart
-        start, layout = _preset_start(preset), plan.Layout(small_input=True)
+        start, layout = _preset_start(preset), plan.Layout(small_input=True, transforms=auto)
     out = io.BytesIO()
     encode(io.BytesIO(bytes(data)), out, plan.Plan(start, layout=layout))
     return out.getvalue()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import container
+from . import container, transforms
 from .coder import Decoder, Encoder, shortest_payload
 from .errors import ChecksumError, FormatError
 from .kernels.step import FREQ_BITS
@@ -66,44 +66,96 @@ def read_up_to(f, n):
     return b"".join(parts)
 
 
-def encode_stream(job, read_block, out, stats, observer=SILENT, noise=None):
+SEGMENT = 8 << 20  # original bytes a transformed segment holds (and up to a block more)
+
+
+def encode_stream(job, read_block, out, stats, observer=SILENT, noise=None, transform=None):
     """Code one frame, or an unframed stream, of ``job`` (a ``frames.FrameJob``: its
     predictor, format version and whether blocks may be stored) from the blocks
     ``read_block()`` returns until it returns b"", each with a fresh range coder, into
     ``out``, then its end (length and CRC32); adds to ``stats``; returns (the CRC32, the
     predictor: None when every block was skipped, since it is made at the first block it
     codes). From version 6 a block ``Noise`` finds incompressible is skipped: stored, and
-    neither coded nor learned; ``noise``: a ``Noise`` that already knows every block is."""
-    predictor = None
-    version, stored_blocks, before = job.version, job.stored_blocks, stats.original_bytes
-    if noise is None and version >= container.COMPACT:
-        noise = Noise()
-    skipped = []  # a run of skipped blocks, written as one (up to MAX_BLOCK bytes)
-    crc = 0
-    while block := read_block():
-        data = np.frombuffer(block, dtype=np.uint8)
-        if noise is not None and noise.incompressible(data):
-            if sum(map(len, skipped)) + len(block) > container.MAX_BLOCK:
-                container.write_skipped_block(out, b"".join(skipped))
-                skipped.clear()
-            skipped.append(block)
-            observer.progress(data.shape[0], 8.0 * data.shape[0])
-        else:
-            if skipped:
-                container.write_skipped_block(out, b"".join(skipped))
-                skipped.clear()
-            predictor = predictor or job.predictor()
-            words = _code(predictor, data, stats, observer)
-            if version >= 3 and stored_blocks is not False and 4 * words.shape[0] > len(block):
-                container.write_stored_block(out, block)
-            else:
-                container.write_block(out, data.shape[0], words)
-        crc = zlib.crc32(block, crc)
-        stats.original_bytes += data.shape[0]
-    if skipped:
-        container.write_skipped_block(out, b"".join(skipped))
+    neither coded nor learned; ``noise``: a ``Noise`` that already knows every block is.
+    With ``job.transforms`` (version 7) the blocks are taken a segment (``SEGMENT``
+    bytes) at a time and each segment a transform changes is written as its head and the
+    blocks of its stream; ``transform``: what ``transforms.forward`` gives for a segment
+    (a memo of it; None: ``forward`` itself)."""
+    coder = _BlockCoder(job, out, stats, observer, noise)
+    before, crc = stats.original_bytes, 0
+    if job.transforms:
+        for segment, pieces in _segments(read_block):
+            stream, regions = (transform or _forward)(segment)
+            if regions:
+                # A run of skipped blocks ends where the segment's blocks begin and end.
+                coder.flush()
+                container.write_transform(out, len(segment), len(stream),
+                                          transforms.record.encode(regions))  # fmt: skip
+                pieces = [stream[i : i + job.block_size]
+                          for i in range(0, len(stream), job.block_size)]  # fmt: skip
+            for piece in pieces:
+                coder.code(piece)
+            if regions:
+                coder.flush()
+            crc = zlib.crc32(segment, crc)
+            stats.original_bytes += len(segment)
+    else:
+        while block := read_block():
+            coder.code(block)
+            crc = zlib.crc32(block, crc)
+            stats.original_bytes += len(block)
+    coder.flush()
     container.write_end(out, stats.original_bytes - before, crc)
-    return crc, predictor
+    return crc, coder.predictor
+
+
+def _forward(segment):
+    return transforms.forward(segment)
+
+
+def _segments(read_block):
+    """(segment, its blocks) of the blocks ``read_block()`` returns: blocks joined until
+    they hold SEGMENT bytes or the end comes."""
+    while block := read_block():
+        pieces, size = [block], len(block)
+        while size < SEGMENT and (block := read_block()):
+            pieces.append(block)
+            size += len(block)
+        yield b"".join(pieces), pieces
+
+
+class _BlockCoder:
+    """Writes blocks of one frame: each coded by the predictor (made at the first block that
+    needs it) or stored, or from version 6 skipped when ``Noise`` finds it incompressible;
+    a run of skipped blocks is written as one (up to MAX_BLOCK bytes) at ``flush``."""
+
+    def __init__(self, job, out, stats, observer, noise):
+        self.job, self.out, self.stats, self.observer = job, out, stats, observer
+        self.noise = Noise() if noise is None and job.version >= container.COMPACT else noise
+        self.predictor = None
+        self.skipped = []
+
+    def code(self, block):
+        data = np.frombuffer(block, dtype=np.uint8)
+        if self.noise is not None and self.noise.incompressible(data):
+            if sum(map(len, self.skipped)) + len(block) > container.MAX_BLOCK:
+                self.flush()
+            self.skipped.append(block)
+            self.observer.progress(data.shape[0], 8.0 * data.shape[0])
+            return
+        self.flush()
+        self.predictor = self.predictor or self.job.predictor()
+        words = _code(self.predictor, data, self.stats, self.observer)
+        stored = self.job.version >= 3 and self.job.stored_blocks is not False
+        if stored and 4 * words.shape[0] > len(block):
+            container.write_stored_block(self.out, block)
+        else:
+            container.write_block(self.out, data.shape[0], words)
+
+    def flush(self):
+        if self.skipped:
+            container.write_skipped_block(self.out, b"".join(self.skipped))
+            self.skipped.clear()
 
 
 def encode_short(job, block, stats, observer=SILENT):
@@ -227,10 +279,14 @@ def decode_blocks(blocks, dst, make_predictor, observer=SILENT):
     decoded = 0
     crc = 0
     predictor = None
+    segment = None  # a transformed segment's head and the stream decoded of it so far
     for n_bytes, payload in blocks:
         if n_bytes == "end":
             length, expected_crc = payload
             break
+        if isinstance(payload, container.Transformed):
+            segment = (n_bytes, payload, [], 0)
+            continue
         if isinstance(payload, container.Skipped):
             block = bytes(payload)
             observer.progress(n_bytes, 0.0)
@@ -243,6 +299,16 @@ def decode_blocks(blocks, dst, make_predictor, observer=SILENT):
         else:
             predictor = predictor or make_predictor()
             block = _decode_block(predictor, payload, n_bytes, observer)
+        if segment is not None:
+            # The blocks of a transformed segment (read_blocks checks that they end where
+            # its stream does): the original once its stream is whole.
+            original_length, head, parts, have = segment
+            parts.append(block)
+            segment = (original_length, head, parts, have + n_bytes)
+            if segment[3] < head.stream_length:
+                continue
+            block = transforms.inverse(b"".join(parts), head.regions, original_length)
+            n_bytes, segment = original_length, None
         dst.write(block)
         crc = zlib.crc32(block, crc)
         decoded += n_bytes

@@ -13,8 +13,8 @@ import io
 import math
 import time
 
-from . import container, frames, kernel_cache
-from .blocks import CHUNK, Stats, encode_short, encode_stream, read_up_to
+from . import container, frames, kernel_cache, transforms
+from .blocks import CHUNK, SEGMENT, Stats, encode_short, encode_stream, read_up_to
 from .errors import ConfigError, RangeError
 from .limits import check_memory
 from .observe import SILENT, Report
@@ -83,31 +83,32 @@ def encode(source, destination, plan, observer=SILENT):
     if source.name is not None and not container.valid_name(source.name):
         raise ConfigError(f"cannot store the file name {source.name!r}: not a plain file name")
     block = read_up_to(source.file, layout.block_size)
-    plan = dataclasses.replace(plan, start=plan.start.for_input(block))
-    sha = plan.start.model.digest() if plan.start.model else None
+    newest = layout.version or container.VERSION
+    compact = settings.mix is not None and newest >= container.COMPACT
+    memo = None
+    if compact and layout.transforms and newest >= container.TRANSFORMS:
+        block += read_up_to(source.file, _first_segment(layout.block_size, frame_size, block))
+        memo = _Transformed(block)
+    # The prior is for text: what the predictor will code, the transformed data.
+    looked_at = block if memo is None else memo.stream[: layout.block_size]
+    plan = dataclasses.replace(plan, start=plan.start.for_input(looked_at))
+    sha = _digest(plan)
     stats = Stats()
-    compact = (settings.mix is not None
-               and (layout.version or container.VERSION) >= container.COMPACT)  # fmt: skip
     short = (not block and sha is None
              and container.format_version(settings, extras, nibbles=False) == 3)  # fmt: skip
     framed = frame_size is not None and bool(block)
     if compact and len(block) < layout.block_size and len(block) <= (frame_size or len(block)):
         # The whole input is this block, within one frame: the short form, with no block
         # headers, end or index.
-        if layout.small_input:
-            settings = container.small_input_settings(settings, len(block))
-        header = container.compact_header(settings, sha, plan.start.resume, source.name,
-                                          source.mtime) + container.varint(len(block))  # fmt: skip
-        sized = container.short_settings(settings, len(block))
-        job = frames.FrameJob.of(_with_settings(plan, sized), container.COMPACT, 0)
-        payload, predictor = encode_short(job, block, stats, observer)
-        container.write_short(out, header, block, payload)
+        predictor = _encode_short_form(source, out, block, memo, plan, stats, observer)
     elif compact:
+        version = container.COMPACT if memo is None else container.TRANSFORMS
         out.write(container.compact_header(settings, sha, plan.start.resume, source.name,
                                            source.mtime, (layout.block_size, frame_size,
-                                                          source.size)))  # fmt: skip
-        job = frames.FrameJob.of(plan, container.COMPACT, frame_size)
-        predictor = frames.compress_frames(source, out, job, block, stats, plan, observer)
+                                                          source.size), version))  # fmt: skip
+        job = frames.FrameJob.of(plan, version, frame_size)
+        predictor = frames.compress_frames(source, out, job, block, stats, plan, observer,
+                                           transform=memo)  # fmt: skip
     elif framed:
         version = container.write_header(out, settings, layout.block_size, model_sha256=sha,
                                          model_resume=plan.start.resume, extras=extras,
@@ -131,6 +132,69 @@ def encode(source, destination, plan, observer=SILENT):
     if stats.original_bytes:
         kernel_cache.mark(settings)
     return stats
+
+
+def _encode_short_form(source, out, block, memo, plan, stats, observer):
+    """Write ``block``, the whole input, in the short form; returns the predictor that
+    coded it (None: stored). When a transform changes it (``memo``), both the transformed
+    form (version 7) and the bytes as they are (version 6) are coded and the shorter is
+    written: an input this small costs little to code twice, and so never grows by a
+    transform that does not pay for its record."""
+    forms = [(block, container.COMPACT, b"")]
+    if memo is not None and memo.regions and len(memo.stream) < container.MAX_BLOCK:
+        record = transforms.record.encode(memo.regions)
+        head = container.short_transform(len(memo.stream), record)
+        forms.insert(0, (memo.stream, container.TRANSFORMS, head))
+    best = None
+    for coded, version, head in forms:
+        settings = plan.start.settings
+        if plan.layout.small_input:  # by what the predictor codes, as the header names it
+            settings = container.small_input_settings(settings, len(coded))
+        header = container.compact_header(settings, _digest(plan), plan.start.resume,
+                                          source.name, source.mtime, version=version)  # fmt: skip
+        header += container.varint(len(block)) + head
+        sized = container.short_settings(settings, len(coded))
+        job = frames.FrameJob.of(_with_settings(plan, sized), version, 0)
+        tried = Stats()
+        payload, predictor = encode_short(job, coded, tried, observer if best is None else SILENT)
+        size = len(header) + len(container.varint(len(payload))) + len(payload)
+        if best is None or size < best[0]:
+            best = size, header, payload, predictor, tried
+    _, header, payload, predictor, tried = best
+    stats.ideal_bits += tried.ideal_bits
+    stats.original_bytes += len(block)
+    container.write_short(out, header, block, payload)
+    return predictor
+
+
+def _digest(plan):
+    return plan.start.model.digest() if plan.start.model else None
+
+
+def _first_segment(block_size, frame_size, block):
+    """How many bytes to read after ``block`` (the first block read) for the whole first
+    segment that ``blocks.encode_stream`` transforms: none for an input of one block."""
+    if len(block) < block_size:
+        return 0
+    want = -(-SEGMENT // block_size) * block_size
+    return max(0, (min(want, frame_size) if frame_size else want) - len(block))
+
+
+class _Transformed:
+    """``transforms.forward`` of the first segment, computed once: for the text test that
+    chooses the prior, and again by ``blocks.encode_stream`` (as its ``transform``) when
+    that segment comes; any other segment is transformed as it comes."""
+
+    def __init__(self, segment):
+        self.segment = segment
+        self.stream, self.regions = transforms.forward(segment)
+
+    def __call__(self, segment):
+        if self.segment is not None and segment == self.segment:
+            result = self.stream, self.regions
+            self.segment = self.stream = self.regions = None  # it comes once: let it go
+            return result
+        return transforms.forward(segment)
 
 
 def _with_settings(plan, settings):
@@ -184,7 +248,7 @@ def _job_of(header, plan):
     given model, or a shipped prior) is checked and its memory is."""
     start = for_header(header, plan.start, plan.limits.memlimit)
     if header.get("short"):
-        sized = container.short_settings(start.settings, header["size"])
+        sized = container.short_settings(start.settings, header["coded_size"])
         start = dataclasses.replace(start, settings=sized)
     if start.settings is not None:
         _check_memory(start.settings, plan.limits)

@@ -61,9 +61,10 @@ import numpy as np
 from .config import Settings
 from .errors import ConfigError, FormatError, VersionError
 from .limits import loads_json
+from .transforms import record as transform_record
 
 MAGIC = b"\x89MZIP\r\n\x1a"
-VERSION = 6  # the newest version this module reads and writes
+VERSION = 7  # the newest version this module reads and writes
 NIBBLES = 5  # the first version whose mixing codes a byte as two nibbles
 MAX_HEADER = 1 << 20
 MAX_HEADER_DEPTH = 16  # the settings nest 3 deep; deeper JSON is refused before it is parsed
@@ -340,15 +341,34 @@ def write_end(f, length, crc):
 
 def read_blocks(f, block_size, version):
     """Yield (n_bytes, payload) per block: payload the uint32 range-coder words, or for a
-    stored block (version 3) the raw bytes; at the end yield ("end", (length, crc))."""
+    stored block (version 3) the raw bytes; at the end yield ("end", (length, crc)). From
+    version 7 a ``Transformed`` payload (n_bytes: the segment's original length) announces
+    that the blocks after it, exactly its ``stream_length`` bytes, are a transformed
+    segment; each of those blocks' n_bytes counts transformed bytes."""
+    inside = 0  # transformed bytes still to come in the blocks of a segment
     while True:
         (n_bytes,) = _U32.unpack(_read_exact(f, _U32.size, "block header"))
         if n_bytes == 0:
+            if inside:
+                raise FormatError("corrupt block: the stream ends inside a transformed segment")
             yield "end", _TRAILER.unpack(_read_exact(f, _TRAILER.size, "trailer"))
             return
-        if block_size is None or n_bytes > max(block_size, MAX_BLOCK * (version >= COMPACT)):
+        if block_size is None or n_bytes > max(block_size, MAX_BLOCK * (version >= COMPACT),
+                                               MAX_SEGMENT * (version >= TRANSFORMS)):  # fmt: skip
             raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         (n_words,) = _U32.unpack(_read_exact(f, _U32.size, "block header"))
+        if n_words == TRANSFORM and version >= TRANSFORMS:
+            if inside:
+                raise FormatError("corrupt block: a transformed segment inside another")
+            head = read_transform(f, n_bytes)
+            inside = head.stream_length
+            yield n_bytes, head
+            continue
+        if n_bytes > inside > 0:
+            raise FormatError("corrupt block: a block crosses the end of a transformed segment")
+        inside = max(inside - n_bytes, 0)
+        if n_bytes > max(block_size, MAX_BLOCK * (version >= COMPACT)):
+            raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         if n_words == SKIPPED and version >= COMPACT:
             # A run of skipped blocks is one, of up to MAX_BLOCK bytes.
             yield n_bytes, Skipped(_read_exact(f, n_bytes, "stored block"))
@@ -390,16 +410,33 @@ def read_frame(f, block_size, frame_size, keep=True):
             parts.append(data)
 
     take(raw)
-    total = 0
+    total = inside = 0
     while n_bytes:
-        if n_bytes > max(block_size, MAX_BLOCK):
+        if n_bytes > max(block_size, MAX_BLOCK, MAX_SEGMENT):
             raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
-        total += n_bytes
-        if frame_size and total > frame_size:
-            raise FormatError(f"corrupt frame: more than the frame size of {frame_size} bytes")
         raw = _read_exact(f, _U32.size, "block header")
         take(raw)
         (n_words,) = _U32.unpack(raw)
+        if n_bytes > inside > 0 or (inside and n_words == TRANSFORM):
+            raise FormatError("corrupt block: a block crosses the end of a transformed segment")
+        if not inside:
+            total += n_bytes
+        if frame_size and total > frame_size:
+            raise FormatError(f"corrupt frame: more than the frame size of {frame_size} bytes")
+        if n_words == TRANSFORM:
+            # Its record is parsed where the frame is decoded (read_blocks); here only its
+            # sizes are checked, so that the frame is bounded before it is buffered.
+            fixed = _read_exact(f, _TRANSFORM_HEAD.size, "transform record")
+            take(fixed)
+            inside, record_len = _transform_sizes(fixed, n_bytes)
+            take(_read_exact(f, record_len, "transform record"))
+            raw = _read_exact(f, _U32.size, "block header")
+            take(raw)
+            (n_bytes,) = _U32.unpack(raw)
+            continue
+        inside = max(inside - n_bytes, 0)
+        if n_bytes > max(block_size, MAX_BLOCK):
+            raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
         # Only a run of skipped blocks (version 6) is longer than a block.
         if n_bytes > block_size and n_words != SKIPPED:
             raise FormatError(f"corrupt block: {n_bytes} bytes declared, block size {block_size}")
@@ -410,6 +447,8 @@ def read_frame(f, block_size, frame_size, keep=True):
         raw = _read_exact(f, _U32.size, "block header")
         take(raw)
         (n_bytes,) = _U32.unpack(raw)
+    if inside:
+        raise FormatError("corrupt block: the frame ends inside a transformed segment")
     take(_read_exact(f, _TRAILER.size, "frame end"))
     return b"".join(parts) if keep else count
 
@@ -430,10 +469,14 @@ def all_skipped(raw):
 
 def frame_blocks(f, header):
     """``read_blocks`` of one frame of a version-4 stream, its sizes checked against the
-    header's frame size."""
-    frame_size, total = header["frame_size"], 0
+    header's frame size (in original bytes: a transformed segment's blocks count as its
+    original length)."""
+    frame_size, total, inside = header["frame_size"], 0, 0
     for n_bytes, payload in read_blocks(f, header["block_size"], header["version"]):
-        if n_bytes != "end":
+        if inside and not isinstance(payload, Transformed):
+            inside -= n_bytes  # read_blocks ends every segment's blocks where its stream ends
+        elif n_bytes != "end":
+            inside = payload.stream_length if isinstance(payload, Transformed) else 0
             total += n_bytes
             if frame_size and total > frame_size:
                 raise FormatError(f"corrupt frame: more than the frame size of {frame_size} bytes")
@@ -735,6 +778,68 @@ def small_input_settings(settings, n):
     return settings
 
 
+# Version 7: transforms (``mambazip.transforms``). Its header is version 6's. In the long
+# form a frame may hold, before any of its blocks, a transformed segment:
+#
+#     u32 n_bytes     the segment's original length (1..MAX_SEGMENT)
+#     u32 TRANSFORM   in the place of n_words
+#     u32 stream      the transformed stream's length (1..MAX_STREAM)
+#     u32 r           the record's length (1..MAX_RECORD)
+#     record          r bytes: ``transforms.record`` (the regions and the CRC32 of each
+#                     region's original bytes)
+#
+# then blocks as usual (coded, stored or skipped) of exactly ``stream`` bytes: the stream
+# the predictor codes. The decoder inverts the transforms once the stream is whole (a
+# segment is held in memory, bounded by these limits) and the frame's CRC32 covers the
+# original bytes. The short form of version 7 is version 6's with, after n (the original
+# length), varint stream length (< MAX_BLOCK), varint r (1..MAX_RECORD) and the record,
+# all covered by the check; its payload codes the stream. A file without any transform
+# in its short form is written as version 6.
+TRANSFORMS = 7  # the first version with transformed segments
+TRANSFORM = 0xFFFFFFFD  # n_words of a transformed segment's head (version 7)
+MAX_SEGMENT = 1 << 25  # original bytes of a segment (the writer's are up to 8 MB and a block)
+MAX_STREAM = 1 << 29  # bytes of a transformed segment's stream (deflate.Budget: 256 MB)
+MAX_RECORD = 1 << 22  # bytes of a transform record (its regions are bounded at 65,536)
+_TRANSFORM_HEAD = struct.Struct("<II")  # stream length, record length
+
+
+@dataclasses.dataclass(frozen=True)
+class Transformed:
+    """The head of a transformed segment: the regions of its record (``transforms.Region``)
+    and the length of the stream that the blocks after it hold."""
+
+    stream_length: int
+    regions: tuple
+
+
+def _transform_sizes(fixed, n_bytes):
+    """(stream length, record length) of a segment head's fixed part, checked."""
+    stream_length, record_len = _TRANSFORM_HEAD.unpack(fixed)
+    if not 1 <= n_bytes <= MAX_SEGMENT:
+        raise FormatError(f"corrupt block: a transformed segment of {n_bytes} bytes")
+    if not 1 <= stream_length <= MAX_STREAM:
+        raise FormatError(f"corrupt block: a transformed stream of {stream_length} bytes")
+    if not 1 <= record_len <= MAX_RECORD:
+        raise FormatError(f"corrupt block: a transform record of {record_len} bytes")
+    return stream_length, record_len
+
+
+def read_transform(f, n_bytes):
+    """The ``Transformed`` head of a segment of ``n_bytes`` original bytes, after its
+    marker."""
+    stream_length, record_len = _transform_sizes(
+        _read_exact(f, _TRANSFORM_HEAD.size, "transform record"), n_bytes
+    )
+    raw = _read_exact(f, record_len, "transform record")
+    return Transformed(stream_length, transform_record.decode(raw, n_bytes, stream_length))
+
+
+def write_transform(f, n_bytes, stream_length, record):
+    """The head of a transformed segment (version 7): its blocks follow."""
+    f.write(_U32.pack(n_bytes) + _U32.pack(TRANSFORM))
+    f.write(_TRANSFORM_HEAD.pack(stream_length, len(record)) + record)
+
+
 def varint(value):
     """``value`` >= 0 as LEB128: seven bits a byte, low first, the top bit set but on the
     last byte."""
@@ -823,11 +928,12 @@ def _encode_diff(diff):
 
 
 def compact_header(settings, model_sha256=None, model_resume=False, name=None, mtime=None,
-                   long=None):  # fmt: skip
+                   long=None, version=COMPACT):  # fmt: skip
     """The bytes of a version-6 header up to its form: ``long`` None for the short form
     (the caller appends the input's length), else (block size, frame size, size or None),
     the long form, its header CRC included. The base is the one the settings and the model
-    differ least from."""
+    differ least from. ``version`` 7: the same header for a stream that may hold
+    transformed segments."""
     if settings is None or settings.mix is None:
         raise ValueError("a version-6 stream holds mixing settings")
     if model_resume and model_sha256 is None:
@@ -866,7 +972,7 @@ def compact_header(settings, model_sha256=None, model_resume=False, name=None, m
         block_size, frame_size, size = long
         flags |= F_LONG
         fields += [varint(block_size), varint(frame_size), varint(0 if size is None else size + 1)]
-    header = SHORT_MAGIC + bytes([COMPACT, flags]) + b"".join(fields)
+    header = SHORT_MAGIC + bytes([version, flags]) + b"".join(fields)
     if long is not None:
         header += _U32.pack(zlib.crc32(header))
     return header
@@ -924,9 +1030,19 @@ def _read_compact(f, version):
         return {**header, "short": False, "block_size": block_size, "frame_size": frame_size,
                 "size": size - 1 if size else None}  # fmt: skip
     size = read_varint(rec, "size", MAX_BLOCK)
-    # The block size is any larger than the input; the smallest one the writer uses.
-    return {**header, "short": True, "block_size": max(DEFAULT_BLOCK, size + 1), "frame_size": 0,
-            "size": size, "check": zlib.crc32(bytes(rec.data))}  # fmt: skip
+    transformed = None
+    if version >= TRANSFORMS:
+        stream_length = read_varint(rec, "transformed length", MAX_BLOCK)
+        raw = _read_exact(rec, read_varint(rec, "record length", MAX_RECORD + 1), "header")
+        if not size or not stream_length or not raw:
+            raise FormatError("corrupt header: a version-7 short form without a transform")
+        regions = transform_record.decode(raw, size, stream_length)
+        transformed = Transformed(stream_length, regions)
+    coded = size if transformed is None else transformed.stream_length
+    # The block size is any larger than what is coded; the smallest one the writer uses.
+    return {**header, "short": True, "block_size": max(DEFAULT_BLOCK, coded + 1), "frame_size": 0,
+            "size": size, "coded_size": coded, "transformed": transformed,
+            "check": zlib.crc32(bytes(rec.data))}  # fmt: skip
 
 
 def short_settings(settings, n):
@@ -942,9 +1058,15 @@ def short_settings(settings, n):
     return dataclasses.replace(settings, mix=sized)
 
 
+def short_transform(stream_length, record):
+    """What follows the original's length in a version-7 short form's header."""
+    return varint(stream_length) + varint(len(record)) + record
+
+
 def write_short(f, header, data, payload):
     """The short form's body after ``header`` (``compact_header`` and the varint length of
-    ``data``): ``payload`` the coded bytes, or ``data`` itself when stored."""
+    ``data``, and in version 7 ``short_transform``): ``payload`` the coded bytes, or the
+    coded data itself when stored; ``data`` the original."""
     f.write(header)
     f.write(varint(len(payload)))
     f.write(payload)
@@ -958,10 +1080,12 @@ class Skipped(bytes):
 def read_short(f, header):
     """``read_blocks`` of a short-form stream: its one block (none when empty), then its
     end."""
-    n = header["size"]
+    n = header["coded_size"]
     m = read_varint(f, "payload length", n + 1)
     payload = _read_exact(f, m, "block payload")
     (check,) = _U32.unpack(_read_exact(f, _U32.size, "end"))
+    if header["transformed"] is not None:
+        yield header["size"], header["transformed"]
     if n:
         if m == n:
             yield n, Skipped(payload)
@@ -971,4 +1095,4 @@ def read_short(f, header):
                 raise FormatError(f"corrupt block: {words} words for {n} bytes")
             padded = payload + bytes(4 * words - m)
             yield n, np.frombuffer(padded, dtype=">u4").astype(np.uint32)
-    yield "end", (n, check ^ header["check"])
+    yield "end", (header["size"], check ^ header["check"])

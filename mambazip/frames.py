@@ -45,6 +45,7 @@ class FrameJob:
     replay_chunk: int = None
     version: int = container.VERSION  # of the stream: from 5, mixing codes nibbles
     stored_blocks: bool = True  # as plan.Layout has it; a framed stream stores blocks
+    transforms: bool = False  # whether frames may hold transformed segments (version 7)
 
     @classmethod
     def of(cls, plan, version, frame_size):
@@ -54,8 +55,9 @@ class FrameJob:
         of versions 1 to 3, which stores them as ``plan.layout`` says."""
         start, layout = plan.start, plan.layout
         stored = True if frame_size is not None else layout.stored_blocks
+        transforms = layout.transforms and version >= container.TRANSFORMS
         return cls(start.settings, layout.block_size, frame_size or 0, start.model, start.resume,
-                   plan.limits.replay_chunk, version, stored)  # fmt: skip
+                   plan.limits.replay_chunk, version, stored, transforms)  # fmt: skip
 
     @property
     def frame_buffer_bytes(self):
@@ -231,11 +233,12 @@ class _Reader:
         return self._take(self.frame_size)
 
 
-def compress_frames(source, out, job, first, stats, plan, observer=SILENT):
+def compress_frames(source, out, job, first, stats, plan, observer=SILENT, transform=None):
     """Code the frames of ``first`` (bytes already read) and the rest of ``source`` (a
     ``codec.Source``) into ``out`` (after the header), then the index; adds to ``stats``.
     Returns the predictor the last frame ended in when the frames were coded here (None
-    from workers). Per-byte observers need the frames coded here."""
+    from workers). Per-byte observers need the frames coded here. ``transform``: as for
+    ``blocks.encode_stream``, for the frames coded here."""
     frame_size, (jobs, scheduler, memlimit) = job.frame_size, _slots(job, plan, source.size)
     reader = _Reader(source.file, first, frame_size, job.block_size)
     entries = []
@@ -243,7 +246,8 @@ def compress_frames(source, out, job, first, stats, plan, observer=SILENT):
     if _here(frame_size, jobs, scheduler):
         while reader.next_frame():
             start, before = out.count, stats.original_bytes
-            crc, predictor = encode_stream(job, reader.block, out, stats, observer)
+            crc, predictor = encode_stream(job, reader.block, out, stats, observer,
+                                           transform=transform)  # fmt: skip
             entries.append((out.count - start, stats.original_bytes - before, crc))
     else:
         if observer.per_byte:

@@ -70,12 +70,16 @@ class Layout:
     Mamba alone writes the files of versions 1 and 2; False: never); ``version`` 3 or 4 writes
     mixing settings as those versions did (how their golden files are reproduced);
     ``small_input``: the settings came from a preset, so a short input codes with their
-    small-input counterpart (``container.small_input_settings``); given settings are kept."""
+    small-input counterpart (``container.small_input_settings``); given settings are kept;
+    ``transforms`` whether segments of the input that a transform changes (deflate streams,
+    x86 code: ``mambazip.transforms``) are coded transformed (version 7; False: ``--transforms
+    none``, a file without transform records)."""
 
     block_size: int = container.DEFAULT_BLOCK
     stored_blocks: bool = None
     version: int = None
     small_input: bool = False
+    transforms: bool = True
 
 
 @dataclass(frozen=True)

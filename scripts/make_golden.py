@@ -11,16 +11,20 @@ A version's cases use the feature it introduced (version 2: truncated BPTT; vers
 context-mixing predictor with and without the Mamba, stored blocks, the stored name, mtime
 and size, the short header of an empty stream; version 4: frames and the seek index;
 version 5: mixing coded by nibbles, only the byte's path evaluated; version 6: the compact
-header, the short form of an input of one block, blocks of noise skipped). Each
+header, the short form of an input of one block, blocks of noise skipped; version 7:
+transformed segments, a deflate stream and x86 code, in the short and the long form). Each
 golden case is NAME.bin (the original) and NAME.mz (its compressed form). Later
 releases must decode every golden file bit-exact (tests/test_golden.py); never regenerate the
 files of a released version.
 """
 
 import dataclasses
+import gzip
 import hashlib
 import io
+import struct
 import sys
+import zlib
 from pathlib import Path
 
 import mambazip
@@ -37,6 +41,19 @@ TEXT = (
 ) * 6 + bytes(range(256))
 
 TINY = {"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3}
+
+
+def x86_program():
+    """A made-up PE program (the header x86.is_executable knows, then 300 calls into earlier
+    code), which the x86 transform filters."""
+    header = bytearray(0x200)
+    header[:2] = b"MZ"
+    header[60:64] = struct.pack("<I", 0x80)
+    header[0x80:0x86] = b"PE\0\0" + struct.pack("<H", 0x8664)
+    code = bytearray()
+    for k in range(300):  # push rbp; call f_k; ret
+        code += b"\x55\xe8" + struct.pack("<i", -len(code) - 6 + 16 * (k % 7)) + b"\xc3"
+    return bytes(header + code)
 
 
 def noise(n, state=0x9E3779B97F4A7C15):
@@ -211,6 +228,25 @@ CASES = {
             {},
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "seed": 0, "small_input": True},
+        ),
+    },
+    7: {
+        # The short form of a gzip member (GNU gzip's header, zlib's deflate at level 9):
+        # the predictor codes the text it inflates to.
+        "tiny-mix-cm-gzip-short": (
+            gzip.compress(TEXT * 2, 9, mtime=0),
+            TINY,
+            {},
+            {"mix": "cm", "extras": NAMED},
+        ),
+        # Frames of 1024 bytes in blocks of 256: a zlib stream (level 9) inside the first
+        # frame, x86 code in the frames after it (a PE program cut by the frames), and a
+        # last frame of text no transform changes.
+        "tiny-mix-full-frames-zlib-x86": (
+            TEXT[:200] + zlib.compress(TEXT * 2, 9) + TEXT[:300] + x86_program() + TEXT[:700],
+            TINY,
+            {},
+            {"mix": "full", "extras": NAMED, "block_size": 256, "frame_size": 1024},
         ),
     },
 }

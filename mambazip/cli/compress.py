@@ -48,11 +48,21 @@ from .start import check_mamba, check_save, load_start, resolve_start, write_mod
     f"on every core and a slice decodes alone (decompress --range); 0: one "
     f"frame [default: {frames.DEFAULT_FRAME >> 20}MiB; with --save-model, 0].",
 )
+@click.option(
+    "--transforms",
+    type=click.Choice(["auto", "none"]),
+    default="auto",
+    show_default=True,
+    help="auto: code deflate streams (gzip, zip, PNG, PDF) as the data they inflate to when "
+    "zlib remakes them bit for bit, and x86 code with absolute call targets, undone exactly "
+    "on decompression; none: code the bytes as they are (format 6, without transform "
+    "records).",
+)
 @jobs_options
 @save_option
 @replay_option
 @memlimit_option
-def compress(io, request, frame_size, execution, save_model, limits):
+def compress(io, request, frame_size, transforms, execution, save_model, limits):
     """Compress FILES (- or none: stdin) to FILE.mz. The input's name and modification time
     are stored (see -n). Inputs that already end in .mz are skipped with a note unless -f
     or -o names the output."""
@@ -68,7 +78,8 @@ def compress(io, request, frame_size, execution, save_model, limits):
     if frame_size is None:
         frame_size = 0 if save_model is not None else frames.DEFAULT_FRAME
     plan = Plan(start, limits, dataclasses.replace(execution, frame_size=frame_size),
-                Layout(stored_blocks=True, small_input=True))  # fmt: skip
+                Layout(stored_blocks=True, small_input=True,
+                       transforms=transforms == "auto"))  # fmt: skip
 
     def run(src, dst, job):
         compile_note(start.settings, io.quiet)

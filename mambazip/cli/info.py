@@ -9,7 +9,7 @@ import time
 
 import click
 
-from .. import codec, container, priors, signals
+from .. import codec, container, priors, signals, transforms
 from ..errors import MambazipError
 from ..observe import Report
 from ..plan import Limits, Plan
@@ -60,6 +60,7 @@ def _info_one(path, test, plan, quiet):
         _print_header(name, header, length, crc, f.tell(), streams)
         if index is not None:
             _print_frames(header, index)
+        _print_transforms(f, header)
         if not test:
             return True
         f.seek(0)
@@ -128,6 +129,41 @@ def _print_frames(header, index):
         click.echo(f"    frame {number:<6} original {fr.offset}-{fr.offset + fr.size - 1}, "
                    f"at {fr.packed_offset}, {fr.packed_size} bytes, {bpb:.4f} bits/byte, "
                    f"crc32 {fr.crc:08x}")  # fmt: skip
+
+
+def _print_transforms(f, header):
+    """The transforms of the first stream (version 7): per kind, its regions (nested ones
+    included) and their bytes before and after; ``f`` is left where it was."""
+    if header["version"] < container.TRANSFORMS:
+        return
+    end = f.tell()
+    heads = [header["transformed"]] if header.get("short") else _transform_heads(f, header)
+    f.seek(end)
+    counts = {}
+    for head in heads:
+        if head is not None:
+            transforms.summary(head.regions, counts)
+    if not counts:
+        click.echo("  transforms       none")
+    for kind, (regions, before, after) in counts.items():
+        click.echo(f"  transform        {kind}: {regions} region{'s' * (regions != 1)}, "
+                   f"{before} bytes -> {after}")  # fmt: skip
+
+
+def _transform_heads(f, header):
+    """The ``container.Transformed`` heads of the frames of the long-form stream of
+    ``header``, read from its first frame to its index."""
+    f.seek(0)
+    container.read_header(f)
+    heads = []
+    while True:
+        at = f.tell()
+        if f.read(4) == b"\0\0\0\0":  # the index's mark
+            return heads
+        f.seek(at)
+        for _, payload in container.frame_blocks(f, header):
+            if isinstance(payload, container.Transformed):
+                heads.append(payload)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@ and back. One module per transform: ``deflate`` (streams zlib re-deflates bit fo
 inflated data may again hold streams or x86 code, to ``record.Bounds.max_depth``), ``png``
 (IDAT chunks joined, so that the deflate transform finds the image's zlib stream) and ``x86``
 (call, jump and RIP-relative targets made absolute, in blocks that look like x86 code).
-Not yet in any format version: nothing calls this from the container.
+Format version 7 (``container``) codes a segment of a frame transformed and stores its
+record.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "inverse",
     "kinds",
     "record",
+    "summary",
 ]
 
 
@@ -135,6 +137,19 @@ def _invert(r, payload):
     assert isinstance(p, Deflate)
     inflated = inverse(payload, r.nested, p.inflated_length)
     return deflate.deflate(inflated, p, r.length) or b""
+
+
+def summary(regions, into=None) -> dict:
+    """{kind name: [regions, original bytes, payload bytes]} of ``regions`` and the regions
+    nested in them, added to ``into``, for a report such as ``info``."""
+    into = {} if into is None else into
+    for r in regions:
+        count = into.setdefault(KINDS[r.kind], [0, 0, 0])
+        count[0] += 1
+        count[1] += r.length
+        count[2] += r.out_length
+        summary(r.nested, into)
+    return into
 
 
 def kinds(regions) -> list[str]:

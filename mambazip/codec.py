@@ -62,8 +62,9 @@ class _Counting:
 
 def encode(source, destination, plan, observer=SILENT):
     """Compress everything readable from ``source`` (a ``Source``, or a file) into
-    ``destination``; returns ``Stats``. Mixing settings write version 5 (frames; without a
-    frame size, one frame of any length, coded here); the Mamba alone writes what it wrote
+    ``destination``; returns ``Stats``. Mixing settings write version 6 (frames; without a
+    frame size, one frame of any length, coded here), or 7 with ``plan.layout.transforms``
+    (a short input only when a transform changes it); the Mamba alone writes what it wrote
     before frames unless ``plan.execution.frame_size`` asks for them. An empty input is
     never framed: a stream of no blocks, in the version that describes its header (3 with
     mixing: it codes no byte, so how a byte would be coded is moot)."""

@@ -13,9 +13,15 @@ Files given on the command line are measured alone (no reference). With ``--corp
 file of the Calgary and Canterbury corpora and enwik6 goes through ``forward``; those left
 unchanged cost only the record's two bytes, the others are measured as above.
 
+With ``--cli`` each input instead goes through the command line as a user runs it
+(``python -m mambazip compress -n -c --preset P --transforms auto`` and ``none``, format 7
+against format 6, headers and framing included), and the ``auto`` file is decompressed and
+compared with the input; ``--corpus`` then compresses every corpus file both ways.
+
     .venv/bin/python scripts/bench_transforms.py --acceptance --preset fast
     .venv/bin/python scripts/bench_transforms.py --preset default --prefix 262144 FILE...
     .venv/bin/python scripts/bench_transforms.py --corpus
+    .venv/bin/python scripts/bench_transforms.py --cli --acceptance --preset default
 """
 
 from __future__ import annotations
@@ -74,10 +80,14 @@ def acceptance_inputs():
     ]
 
 
-def corpus_inputs():
-    """The corpus files a transform changes; the others are listed as unchanged."""
+def corpus_inputs(everything=False):
+    """The corpus files a transform changes (``everything``: all of them); the others are
+    listed as unchanged."""
     changed = []
     for path in sorted(CORPUS.glob("*/*")):
+        if everything:
+            changed.append((f"{path.parent.name}/{path.name}", path.read_bytes(), None))
+            continue
         data = path.read_bytes()
         _, regions = transforms.forward(data)
         name = f"{path.parent.name}/{path.name}"
@@ -117,6 +127,39 @@ def measure(name, data, reference, preset):
     return row
 
 
+def _cli(args, data):
+    """stdout of ``python -m mambazip ARGS`` given ``data`` on stdin; (bytes, seconds)."""
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "mambazip", *args], input=data,
+                          capture_output=True, check=True)  # fmt: skip
+    return done.stdout, time.perf_counter() - t
+
+
+def measure_cli(name, data, reference, preset):
+    """The input compressed by the command line with ``--transforms auto`` and ``none``;
+    the auto file decompressed and checked."""
+    flags = ["compress", "-n", "-c", "--preset", preset]
+    auto, auto_s = _cli([*flags, "--transforms", "auto"], data)
+    none, none_s = _cli([*flags, "--transforms", "none"], data)
+    back, _ = _cli(["decompress", "-c"], auto)
+    assert back == data, name
+    row = {
+        "input": name,
+        "bytes": len(data),
+        "none": len(none),
+        "auto": len(auto),
+        "auto/none": f"{len(auto) / len(none):.4f}",
+        "none_s": f"{none_s:.1f}",
+        "auto_s": f"{auto_s:.1f}",
+    }
+    if reference is not None:
+        ref_name, ref = reference
+        ref_coded = len(_cli([*flags, "--transforms", "none"], ref)[0])
+        row["reference"] = f"{ref_name} {ref_coded}"
+        row["auto/ref"] = f"{len(auto) / ref_coded:.4f}"
+    return row
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path)
@@ -124,10 +167,13 @@ def main():
     parser.add_argument("--preset", default="fast")
     parser.add_argument("--prefix", type=int, default=0, help="first N bytes of each input")
     parser.add_argument("--corpus", action="store_true")
+    parser.add_argument("--cli", action="store_true", help="through the command line")
+    parser.add_argument("--only", help="the acceptance inputs whose name holds this")
     args = parser.parse_args()
     cases = acceptance_inputs() if args.acceptance else []
+    cases = [c for c in cases if args.only is None or args.only in c[0]]
     if args.corpus:
-        cases += corpus_inputs()
+        cases += corpus_inputs(everything=args.cli)
     cases += [(str(p), p.read_bytes(), None) for p in args.files]
     print(f"# preset {args.preset}, {platform.machine()} {platform.processor()}".rstrip())
     for name, data, reference in cases:
@@ -135,7 +181,7 @@ def main():
             data = data[: args.prefix]
             if reference is not None:
                 reference = (reference[0], reference[1][: args.prefix])
-        row = measure(name, data, reference, args.preset)
+        row = (measure_cli if args.cli else measure)(name, data, reference, args.preset)
         print(" | ".join(f"{k} {v}" for k, v in row.items()), flush=True)
 
 

@@ -441,6 +441,103 @@ def compact_mutations(name, blob, original):
     for junk in (b"\x00", b"\x89", SHORT_MAGIC, SHORT_MAGIC + b"\x06", SHORT_MAGIC + b"\x07",
                  MAGIC, b"\x00" * 64):  # fmt: skip
         yield "concat", f"then {len(junk)} bytes {junk[:8].hex()}", blob + junk, None
+    yield from transform_mutations(blob, original)
+
+
+# Version 7: a transformed segment's head in a frame (n_bytes, then TRANSFORM where n_words
+# goes, u32 stream length, u32 record length, the record), or in the short form's header
+# after the original's length (varint stream length, varint record length, the record).
+TRANSFORM = 0xFFFFFFFD
+SKIPPED = 0xFFFFFFFE
+F_BASE, F_DIFF, F_PRIOR, F_DIGEST, F_RESUME, F_NAME, F_MTIME, F_LONG = (1 << i for i in range(8))
+MAX_SEGMENT, MAX_STREAM, MAX_RECORD = 1 << 25, 1 << 29, 1 << 22
+
+
+def _read_varint(blob, at):
+    value, shift = 0, 0
+    while True:
+        byte = blob[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if byte < 0x80:
+            return value, at
+
+
+def transform_heads(blob):
+    """(offset of the head's first field, offset of its record, record length, short) of
+    each transformed segment of the first stream of a version-7 file ``blob``; short: the
+    head is the short form's (varints in the header)."""
+    if blob[2] != 7:
+        return []
+    flags, at = blob[3], 4
+    if flags & F_BASE:
+        at = _read_varint(blob, at)[1]
+    if flags & F_DIFF:
+        n, at = _read_varint(blob, at)
+        at += n
+    if flags & F_DIGEST:
+        at += 32
+    if flags & F_NAME:
+        n, at = _read_varint(blob, at)
+        at += n
+    if flags & F_MTIME:
+        at = _read_varint(blob, at)[1]
+    if not flags & F_LONG:
+        head = _read_varint(blob, at)[1]  # the original's length
+        record_len, record_at = _read_varint(blob, _read_varint(blob, head)[1])
+        return [(head, record_at, record_len, True)]
+    for _ in range(3):  # block size, frame size, size + 1
+        at = _read_varint(blob, at)[1]
+    at += 4  # the header's CRC32
+    heads = []
+    while _U32.unpack_from(blob, at)[0]:  # frames up to the index's mark
+        while (n_bytes := _U32.unpack_from(blob, at)[0]) != 0:
+            (n_words,) = _U32.unpack_from(blob, at + 4)
+            if n_words == TRANSFORM:
+                (record_len,) = _U32.unpack_from(blob, at + 12)
+                heads.append((at, at + 16, record_len, False))
+                at += 16 + record_len
+            else:
+                at += 8 + (n_bytes if n_words in (STORED, SKIPPED) else 4 * n_words)
+        at += 4 + _TRAILER.size
+    return heads
+
+
+def transform_mutations(blob, original):
+    """The first and last transformed segment's head: every bit of its record (up to 64
+    bytes) flipped, the record cut short, and each size it declares at the extremes."""
+    heads = transform_heads(blob)
+    for i, (head, record_at, record_len, short) in enumerate(dict.fromkeys(heads[:1] + heads[-1:])):
+        name = f"head{i}"
+        for bit in range(8 * min(record_len, 64)):
+            yield (
+                "transform",
+                f"{name} record bit {bit}",
+                _flip(blob, 8 * record_at + bit),
+                original,
+            )
+        for cut in sorted({record_at, record_at + record_len // 2, record_at + record_len - 1}):
+            yield "transform", f"{name} cut at {cut}", blob[:cut], None
+        if short:
+            extremes = (("stream", 0), ("stream", 1), ("stream", 1 << 24), ("record", 0),
+                        ("record", record_len + 1), ("record", 1 << 22))  # fmt: skip
+            for what, value in extremes:
+                at = head if what == "stream" else _read_varint(blob, head)[1]
+                end = _read_varint(blob, at)[1]
+                mutated = blob[:at] + varint(value) + blob[end:]
+                yield "transform", f"{name} {what} varint={value}", mutated, original
+            continue
+        (n_bytes,) = _U32.unpack_from(blob, head)
+        (stream,) = _U32.unpack_from(blob, head + 8)
+        for offset, what, values in (
+            (0, "n_bytes", (1, n_bytes - 1, n_bytes + 1, MAX_SEGMENT, MAX_SEGMENT + 1)),
+            (8, "stream", (0, 1, stream - 1, stream + 1, MAX_STREAM, MAX_STREAM + 1)),
+            (12, "record", (0, 1, record_len - 1, record_len + 1, MAX_RECORD + 1, 2**32 - 1)),
+        ):
+            for value in values:
+                mutated = put_u32(blob, head + offset, value)
+                yield "transform", f"{name} {what}={value}", mutated, original
+        yield "transform", f"{name} marker as n_words", put_u32(blob, head + 4, SKIPPED), original
 
 
 def ranges(blob, original):

@@ -45,9 +45,9 @@ def with_header(blob, header):
     return prefix + raw + struct.pack("<I", zlib.crc32(raw)) + blob[end + 4 :]
 
 
-def outcome(blob):
+def outcome(blob, original=ORIGINAL):
     try:
-        return mambazip.decompress(blob) == ORIGINAL
+        return mambazip.decompress(blob) == original
     except MambazipError:
         return "error"
 
@@ -132,38 +132,48 @@ def test_header_from_another_file_spliced_on_is_a_clean_error(valid):
     assert outcome(spliced) == "error"
 
 
-@pytest.fixture(scope="module", params=["short", "long"])
+# A zlib stream inside: version 7 codes it inflated, with its transform record.
+TRANSFORMED = ORIGINAL[:100] + zlib.compress(ORIGINAL * 3, 9) + ORIGINAL[100:]
+
+
+@pytest.fixture(scope="module", params=["short", "long", "short-transformed", "long-transformed"])
 def compact(request):
-    """A version-6 file: the short form (one block), or the long form (blocks of 200)."""
+    """(blob, original): a version-6 file, the short form (one block) or the long form
+    (blocks of 200); or a version-7 file of the same forms with a transform record (in the
+    short form's header, before the blocks of a segment)."""
     out = io.BytesIO()
     settings = mambazip.resolve_settings(model=TINY_MODEL)
-    block_size = container.DEFAULT_BLOCK if request.param == "short" else 200
-    compress_stream(io.BytesIO(ORIGINAL), out, settings, block_size=block_size, name="f.txt")
-    return out.getvalue()
+    block_size = container.DEFAULT_BLOCK if request.param.startswith("short") else 200
+    original = TRANSFORMED if request.param.endswith("transformed") else ORIGINAL
+    compress_stream(io.BytesIO(original), out, settings, block_size=block_size, name="f.txt")
+    blob = out.getvalue()
+    assert container.read_header(io.BytesIO(blob))["version"] == 6 + (original == TRANSFORMED)
+    return blob, original
 
 
 @FUZZ
 @given(data=st.data())
 def test_a_compact_file_truncated_anywhere_is_a_clean_error(compact, data):
-    cut = data.draw(st.integers(0, len(compact) - 1))
-    assert outcome(compact[:cut]) == "error"
+    blob, original = compact
+    cut = data.draw(st.integers(0, len(blob) - 1))
+    assert outcome(blob[:cut], original) == "error"
 
 
 @FUZZ
 @given(data=st.data())
 def test_a_compact_file_with_flipped_bits_decodes_or_fails_cleanly(compact, data):
-    blob = bytearray(compact)
+    blob, original = bytearray(compact[0]), compact[1]
     for _ in range(data.draw(st.integers(1, 4))):
         bit = data.draw(st.integers(0, 8 * len(blob) - 1))
         blob[bit // 8] ^= 1 << (bit % 8)
-    assert outcome(bytes(blob)) in (True, "error")
+    assert outcome(bytes(blob), original) in (True, "error")
 
 
 @FUZZ
 @given(data=st.data())
 def test_a_compact_file_with_overwritten_bytes_decodes_or_fails_cleanly(compact, data):
-    blob = bytearray(compact)
+    blob, original = bytearray(compact[0]), compact[1]
     at = data.draw(st.integers(0, len(blob) - 1))
     junk = data.draw(st.binary(min_size=1, max_size=16))
     blob[at : at + len(junk)] = junk
-    assert outcome(bytes(blob)) in (True, "error")
+    assert outcome(bytes(blob), original) in (True, "error")

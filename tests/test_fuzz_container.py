@@ -144,10 +144,12 @@ def compact(request):
     out = io.BytesIO()
     settings = mambazip.resolve_settings(model=TINY_MODEL)
     block_size = container.DEFAULT_BLOCK if request.param.startswith("short") else 200
-    original = TRANSFORMED if request.param.endswith("transformed") else ORIGINAL
-    compress_stream(io.BytesIO(original), out, settings, block_size=block_size, name="f.txt")
+    transformed = request.param.endswith("transformed")
+    original = TRANSFORMED if transformed else ORIGINAL
+    compress_stream(io.BytesIO(original), out, settings, block_size=block_size, name="f.txt",
+                    transforms=transformed)  # fmt: skip
     blob = out.getvalue()
-    assert container.read_header(io.BytesIO(blob))["version"] == 6 + (original == TRANSFORMED)
+    assert container.read_header(io.BytesIO(blob))["version"] == 6 + transformed
     return blob, original
 
 

@@ -90,7 +90,8 @@ def test_stdin_is_compressed_to_stdout_and_decompressed_back(
     packed = run_process("compress", *tiny_flags, *stdin_args, input=sample)
     assert packed.returncode == 0, packed.stderr
     assert packed.stderr == ""
-    assert container.read_header(io.BytesIO(packed.stdout))["version"] == container.VERSION
+    # No transform changes the sample: version 6's short form, as version 7 writes it.
+    assert container.read_header(io.BytesIO(packed.stdout))["version"] == container.COMPACT
     unpacked = run_process("decompress", *stdin_args, input=packed.stdout)
     assert unpacked.returncode == 0, unpacked.stderr
     assert unpacked.stderr == ""

@@ -1,10 +1,13 @@
 """Streaming: several inputs per call, and output written block by block as input arrives,
-never the whole input in memory."""
+never more than one segment of the input in memory."""
 
 import io
 import itertools
 
+import pytest
+
 import mambazip
+from mambazip.blocks import SEGMENT
 from mambazip.codec import compress_stream, decompress_stream
 
 
@@ -48,12 +51,35 @@ def test_compression_writes_each_block_before_reading_the_next(tiny_settings):
     journal = []
     data = bytes(range(256)) * 40  # 10 KB: ten blocks of 1000 bytes
     src, dst = Recorder(journal, data), Recorder(journal)
-    compress_stream(src, dst, tiny_settings, block_size=1000)
+    compress_stream(src, dst, tiny_settings, block_size=1000, transforms=False)
     reads = [i for i, (kind, n) in enumerate(journal) if kind == "read" and n]
     writes = [i for i, (kind, _) in enumerate(journal) if kind == "write"]
     # Between any two reads of input there is output: nothing waits for the whole input.
     assert all(any(a < w < b for w in writes) for a, b in itertools.pairwise(reads))
     assert mambazip.decompress(bytes(dst.written)) == data
+
+
+class _FirstWriteError(Exception):
+    pass
+
+
+class _StopAtFirstWrite(Recorder):
+    def write(self, data):
+        super().write(data)
+        raise _FirstWriteError
+
+
+def test_with_transforms_compression_reads_one_segment_before_writing(tiny_settings):
+    """A transform must see a whole deflate stream: the first segment (SEGMENT bytes, rounded
+    up to whole blocks) is read before the header is written, and no more."""
+    journal = []
+    block = 1 << 16
+    data = bytes(range(256)) * ((SEGMENT + 3 * block) // 256)
+    src, dst = Recorder(journal, data), _StopAtFirstWrite(journal)
+    with pytest.raises(_FirstWriteError):
+        compress_stream(src, dst, tiny_settings, block_size=block, frame_size=4 * SEGMENT)
+    read_before = sum(n for kind, n in journal if kind == "read")
+    assert read_before == -(-SEGMENT // block) * block
 
 
 def test_decompression_writes_each_block_before_reading_the_next(tiny_settings):

@@ -329,3 +329,16 @@ def test_the_scheduler_timeout_must_be_positive(run_cli, tmp_path):
     assert result.exit_code == 2
     assert "--scheduler-timeout" in result.stderr
     _only_input_left(src)
+
+
+@pytest.mark.parametrize("command", ["compress", "decompress"])
+def test_a_scheduler_timeout_without_a_scheduler_is_refused(run_cli, tmp_path, command):
+    """A timeout alone would be silently ignored: the user meant a cluster and gets none."""
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"x")
+    flags = FLAGS if command == "compress" else ("-q",)
+    result = run_cli(command, *flags, "--scheduler-timeout", "5", src)
+    assert result.exit_code == 2
+    assert "--scheduler-timeout needs --scheduler" in result.stderr
+    assert result.stderr.count("\n") == 1
+    _only_input_left(src)

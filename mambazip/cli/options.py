@@ -109,6 +109,8 @@ files_pack = pack("io", Files, *IO_KEYS)
 
 
 def _execution(jobs, scheduler, scheduler_timeout):
+    if scheduler is None and scheduler_timeout is not None:
+        raise click.UsageError("--scheduler-timeout needs --scheduler")
     return Execution(jobs=jobs_or_cores(jobs), scheduler=scheduler_of(scheduler, scheduler_timeout))
 
 
@@ -148,10 +150,9 @@ jobs_options = stack_options(
                       "tcp://10.0.0.5:8786); its workers need the same mambazip installed."),
     click.option("--scheduler-timeout", metavar="SECONDS",
                  type=click.FloatRange(min=0, min_open=True),
-                 default=workers.DEFAULT_TIMEOUT, show_default=True,
-                 help="With --scheduler: give up (exit 1) after this long without "
-                      "progress (no frame finished, no worker coding one heard from), e.g. "
-                      "when all its workers are gone."),
+                 help=f"With --scheduler: give up (exit 1) after this long without "
+                      f"progress (no frame finished, no worker coding one heard from), e.g. "
+                      f"when all its workers are gone [default: {workers.DEFAULT_TIMEOUT:g}]."),
 )  # fmt: skip
 
 
@@ -160,7 +161,9 @@ def jobs_or_cores(jobs):
 
 
 def scheduler_of(address, timeout):
-    return None if address is None else workers.Scheduler(address, timeout)
+    if address is None:
+        return None
+    return workers.Scheduler(address, workers.DEFAULT_TIMEOUT if timeout is None else timeout)
 
 
 def _suffix(ctx, param, value):

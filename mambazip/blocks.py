@@ -19,7 +19,7 @@ from . import container, transforms
 from .coder import Decoder, Encoder, shortest_payload
 from .errors import ChecksumError, FormatError
 from .kernels.step import FREQ_BITS
-from .observe import SILENT
+from .observe import SILENT, InOriginalBytes
 
 CHUNK = 4096  # bytes per compiled call when compressing: pdfs of a chunk are 4 MB
 
@@ -93,10 +93,12 @@ def encode_stream(job, read_block, out, stats, observer=SILENT, noise=None, tran
                                           transforms.record.encode(regions))  # fmt: skip
                 pieces = [stream[i : i + job.block_size]
                           for i in range(0, len(stream), job.block_size)]  # fmt: skip
+                coder.observer = InOriginalBytes(observer, len(segment), len(stream))
             for piece in pieces:
                 coder.code(piece)
             if regions:
                 coder.flush()
+                coder.observer = observer
             crc = zlib.crc32(segment, crc)
             stats.original_bytes += len(segment)
     else:
@@ -280,25 +282,27 @@ def decode_blocks(blocks, dst, make_predictor, observer=SILENT):
     crc = 0
     predictor = None
     segment = None  # a transformed segment's head and the stream decoded of it so far
+    watch = observer  # in a segment: its progress in original bytes
     for n_bytes, payload in blocks:
         if n_bytes == "end":
             length, expected_crc = payload
             break
         if isinstance(payload, container.Transformed):
             segment = (n_bytes, payload, [], 0)
+            watch = InOriginalBytes(observer, n_bytes, payload.stream_length)
             continue
         if isinstance(payload, container.Skipped):
             block = bytes(payload)
-            observer.progress(n_bytes, 0.0)
+            watch.progress(n_bytes, 0.0)
         elif isinstance(payload, bytes):
             predictor = predictor or make_predictor()
             block = payload
             for i in range(0, n_bytes, CHUNK):
                 predictor.advance(np.frombuffer(block, dtype=np.uint8)[i : i + CHUNK])
-                observer.progress(min(CHUNK, n_bytes - i), 0.0)
+                watch.progress(min(CHUNK, n_bytes - i), 0.0)
         else:
             predictor = predictor or make_predictor()
-            block = _decode_block(predictor, payload, n_bytes, observer)
+            block = _decode_block(predictor, payload, n_bytes, watch)
         if segment is not None:
             # The blocks of a transformed segment (read_blocks checks that they end where
             # its stream does): the original once its stream is whole.
@@ -308,7 +312,7 @@ def decode_blocks(blocks, dst, make_predictor, observer=SILENT):
             if segment[3] < head.stream_length:
                 continue
             block = transforms.inverse(b"".join(parts), head.regions, original_length)
-            n_bytes, segment = original_length, None
+            n_bytes, segment, watch = original_length, None, observer
         dst.write(block)
         crc = zlib.crc32(block, crc)
         decoded += n_bytes

@@ -17,7 +17,7 @@ from . import container, frames, kernel_cache, transforms
 from .blocks import CHUNK, SEGMENT, Stats, encode_short, encode_stream, read_up_to
 from .errors import ConfigError, RangeError
 from .limits import check_memory
-from .observe import SILENT, Report
+from .observe import SILENT, InOriginalBytes, Report
 from .plan import for_header, from_options
 from .predict import memory_bytes
 
@@ -157,7 +157,10 @@ def _encode_short_form(source, out, block, memo, plan, stats, observer):
         sized = container.short_settings(settings, len(coded))
         job = frames.FrameJob.of(_with_settings(plan, sized), version, 0)
         tried = Stats()
-        payload, predictor = encode_short(job, coded, tried, observer if best is None else SILENT)
+        watch = SILENT if best is not None else observer
+        if best is None and head:
+            watch = InOriginalBytes(observer, len(block), len(coded))
+        payload, predictor = encode_short(job, coded, tried, watch)
         size = len(header) + len(container.varint(len(payload))) + len(payload)
         if best is None or size < best[0]:
             best = size, header, payload, predictor, tried

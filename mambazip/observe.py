@@ -50,3 +50,27 @@ class Report(Observer):
             self.bits.append(bits)
         if trust is not None:
             self.shares.append(trust)
+
+
+class InOriginalBytes(Observer):
+    """Forwards to ``inner`` the progress of a transformed segment in its original bytes:
+    the predictor codes the segment's ``stream`` bytes, the user's total counts its
+    ``original`` ones, so after ``done`` stream bytes floor(done * original / stream) are
+    reported, and the segment's end reports exactly its original length."""
+
+    def __init__(self, inner, original, stream):
+        self.inner, self.original, self.stream = inner, original, stream
+        self.per_byte, self.trust = inner.per_byte, inner.trust
+        self.done = self.reported = 0
+
+    def header(self, header):
+        self.inner.header(header)
+
+    def progress(self, n_bytes, bits):
+        self.done += n_bytes
+        now = self.done * self.original // self.stream
+        self.inner.progress(now - self.reported, bits)
+        self.reported = now
+
+    def coded(self, bits, trust):
+        self.inner.coded(bits, trust)

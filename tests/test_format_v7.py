@@ -118,6 +118,22 @@ def test_each_transform_round_trips_through_the_container(name, form):
     assert unpack(blob) == data
 
 
+@pytest.mark.parametrize("form", ["short", "long"])
+def test_progress_counts_the_original_bytes_of_a_transformed_input(form):
+    """The predictor codes the inflated stream, ten times the gzip member's size; progress
+    is reported against the user's input, so it counts that input's bytes, never more."""
+    data = INPUTS["gzip"]
+    options = {"block_size": 1 << 16} if form == "short" else {"block_size": 256}
+    for_compress, for_decompress = [], []
+    blob = pack(data, progress=lambda n, bits: for_compress.append(n), **options)
+    assert heads(blob)
+    codec.decompress_stream(io.BytesIO(blob), io.BytesIO(),
+                            progress=lambda n, bits: for_decompress.append(n))  # fmt: skip
+    for reported in (for_compress, for_decompress):
+        assert min(reported) >= 0
+        assert sum(reported) == len(data)
+
+
 def test_transforms_none_writes_version_6_without_records():
     for data in INPUTS.values():
         for block_size in (1 << 16, 1024):

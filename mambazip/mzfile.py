@@ -53,8 +53,10 @@ def open(file, mode="rb", *, settings="default", frame_size=frames.DEFAULT_FRAME
         raw = _Reader(*_file(file, "rb"), Plan(limits=limits))
         binary = io.BufferedReader(raw, buffer_size=io.DEFAULT_BUFFER_SIZE)
     else:
-        start = plan_start(settings) if isinstance(settings, str) else Start(settings)
-        plan = Plan(start, limits, Execution(frame_size=frame_size), Layout(stored_blocks=True))
+        preset = isinstance(settings, str)
+        start = plan_start(settings) if preset else Start(settings)
+        layout = Layout(stored_blocks=True, small_input=preset)
+        plan = Plan(start, limits, Execution(frame_size=frame_size), layout)
         raw = _Writer(*_file(file, mode[0] + "b"), plan)
         binary = io.BufferedWriter(raw, buffer_size=_PIECE)
     if text:

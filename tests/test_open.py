@@ -269,3 +269,17 @@ def test_every_format_version_reads_as_it_decompresses(path, as_pipe):
     blob = path.read_bytes()
     with mambazip.open(Pipe(blob) if as_pipe else io.BytesIO(blob)) as f:
         assert f.read() == path.with_suffix(".bin").read_bytes()
+
+
+def test_a_short_input_written_under_a_preset_codes_as_mambazip_compress_codes_it():
+    """As ``mambazip.compress``: a preset's input of at most container.SMALL_INPUT bytes
+    codes with the preset's small-input counterpart, named in the header."""
+    data = text(300)
+    out = io.BytesIO()
+    with mambazip.open(out, "wb") as f:
+        f.write(data)
+    written = out.getvalue()
+    assert written == mambazip.compress(data)
+    settings = container.read_header(io.BytesIO(written))["settings"]
+    assert settings == container.small_input_settings(mambazip.resolve_settings("default"), 300)
+    assert mambazip.decompress(written) == data

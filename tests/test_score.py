@@ -76,3 +76,21 @@ def test_per_byte_takes_one_input(run_cli, tiny_flags, sample_file, tmp_path):
     result = run_cli("score", sample_file, sample_file, *tiny_flags, "--per-byte",
                      tmp_path / "b.npy")  # fmt: skip
     assert "--per-byte takes one input file" in result.error_line(2)
+
+
+def test_score_codes_a_short_input_as_compress_does_with_the_presets_small_input_model(
+    run_cli, sample, tmp_path
+):
+    """compress codes a preset's input of at most container.SMALL_INPUT bytes with the
+    preset's small-input counterpart; score reports what compress writes, so it does too."""
+    data = sample[:300]
+    path = tmp_path / "short.txt"
+    path.write_bytes(data)
+    (report,) = score_json(run_cli, path)
+    assert report["coded_bytes"] == len(mambazip.compress(data))
+    assert (
+        report["ideal_bits"]
+        < codec.compress_stream(
+            io.BytesIO(data), io.BytesIO(), mambazip.resolve_settings("default")
+        ).ideal_bits
+    )

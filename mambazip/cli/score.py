@@ -67,8 +67,10 @@ def score(files, request, as_json, outputs, memlimit, force, quiet):
     outputs = [p for p in (save_model, per_byte, html_path) if p is not None]
     if len({os.path.abspath(p) for p in outputs}) < len(outputs):
         raise click.UsageError("--per-byte, --html and --save-model must name different files")
-    # The bytes as they are, without transforms: each code length is an input byte's.
-    plan = Plan(start, Limits(memlimit), layout=Layout(stored_blocks=True, transforms=False))
+    # The bytes as they are, without transforms: each code length is an input byte's. A
+    # short input of a preset codes with its small-input counterpart, as compress codes it.
+    layout = Layout(stored_blocks=True, small_input=True, transforms=False)
+    plan = Plan(start, Limits(memlimit), layout=layout)
     failed = False
     for path in files:
         bits, trust, head = [], [] if html_path else None, []

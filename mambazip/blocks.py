@@ -273,22 +273,25 @@ def nibbles_of(data):
     return out
 
 
-def decode_blocks(blocks, dst, make_predictor, observer=SILENT):
+def decode_blocks(blocks, dst, make_predictor, observer=SILENT, check_segment=None):
     """Decode the (n_bytes, payload) of ``blocks`` (``container.read_blocks``) into ``dst``
     up to their end, with the predictor ``make_predictor()`` makes at the first block that
     needs it; returns (bytes decoded, their CRC32, declared length, declared CRC32, the
-    predictor or None)."""
+    predictor or None). ``check_segment(original, stream)`` raises if a transformed
+    segment of those lengths may not be held (``FrameJob.check_segment``)."""
     decoded = 0
     crc = 0
     predictor = None
-    segment = None  # a transformed segment's head and the stream decoded of it so far
+    segment = None  # a transformed segment: its original length, head, stream so far
     watch = observer  # in a segment: its progress in original bytes
     for n_bytes, payload in blocks:
         if n_bytes == "end":
             length, expected_crc = payload
             break
         if isinstance(payload, container.Transformed):
-            segment = (n_bytes, payload, [], 0)
+            if check_segment is not None:
+                check_segment(n_bytes, payload.stream_length)
+            segment = (n_bytes, payload, bytearray())
             watch = InOriginalBytes(observer, n_bytes, payload.stream_length)
             continue
         if isinstance(payload, container.Skipped):
@@ -305,13 +308,12 @@ def decode_blocks(blocks, dst, make_predictor, observer=SILENT):
             block = _decode_block(predictor, payload, n_bytes, watch)
         if segment is not None:
             # The blocks of a transformed segment (read_blocks checks that they end where
-            # its stream does): the original once its stream is whole.
-            original_length, head, parts, have = segment
-            parts.append(block)
-            segment = (original_length, head, parts, have + n_bytes)
-            if segment[3] < head.stream_length:
+            # its stream does), gathered in one buffer: the original once it is whole.
+            original_length, head, stream = segment
+            stream += block
+            if len(stream) < head.stream_length:
                 continue
-            block = transforms.inverse(b"".join(parts), head.regions, original_length)
+            block = transforms.inverse(stream, head.regions, original_length)
             n_bytes, segment, watch = original_length, None, observer
         dst.write(block)
         crc = zlib.crc32(block, crc)

@@ -790,7 +790,8 @@ def small_input_settings(settings, n):
 #
 # then blocks as usual (coded, stored or skipped) of exactly ``stream`` bytes: the stream
 # the predictor codes. The decoder inverts the transforms once the stream is whole (a
-# segment is held in memory, bounded by these limits) and the frame's CRC32 covers the
+# segment is held in memory, bounded by these limits and by the memory limit: see
+# frames.FrameJob.check_segment) and the frame's CRC32 covers the
 # original bytes. The short form of version 7 is version 6's with, after n (the original
 # length), varint stream length (< MAX_BLOCK), varint r (1..MAX_RECORD) and the record,
 # all covered by the check; its payload codes the stream. A file without any transform

@@ -23,10 +23,19 @@ import zlib
 import numpy as np
 
 from . import container, workers
-from .blocks import AllNoise, Noise, Stats, check_end, decode_blocks, encode_stream, read_up_to
+from .blocks import (
+    CHUNK,
+    AllNoise,
+    Noise,
+    Stats,
+    check_end,
+    decode_blocks,
+    encode_stream,
+    read_up_to,
+)
 from .config import Settings
 from .errors import ChecksumError, FormatError
-from .limits import DEFAULT_MEMLIMIT
+from .limits import DEFAULT_MEMLIMIT, check_memory
 from .observe import SILENT
 from .predict import Predictor, memory_bytes
 
@@ -46,6 +55,7 @@ class FrameJob:
     version: int = container.VERSION  # of the stream: from 5, mixing codes nibbles
     stored_blocks: bool = True  # as plan.Layout has it; a framed stream stores blocks
     transforms: bool = False  # whether frames may hold transformed segments (version 7)
+    memlimit: int = None  # bounds what one process decoding a frame holds (None: the default)
 
     @classmethod
     def of(cls, plan, version, frame_size):
@@ -57,12 +67,21 @@ class FrameJob:
         stored = True if frame_size is not None else layout.stored_blocks
         transforms = layout.transforms and version >= container.TRANSFORMS
         return cls(start.settings, layout.block_size, frame_size or 0, start.model, start.resume,
-                   plan.limits.replay_chunk, version, stored, transforms)  # fmt: skip
+                   plan.limits.replay_chunk, version, stored, transforms,
+                   plan.limits.memlimit)  # fmt: skip
 
     @property
     def frame_buffer_bytes(self):
         """What the parent holds of one frame in flight: its original and coded bytes."""
         return self.frame_size + container.max_frame_bytes(self.frame_size, self.block_size)
+
+    def check_segment(self, original, stream):
+        """Refuse a transformed segment whose stream and original would not fit in the
+        memory limit beside the model: a file declares both (up to container.MAX_STREAM and
+        MAX_SEGMENT), and the decoder holds both before it can write a byte of it."""
+        model = memory_bytes(self.settings, self.replay_chunk, CHUNK) if self.settings else 0
+        check_memory(model + stream + original, self.memlimit,
+                     "decoding a transformed segment beside the model")  # fmt: skip
 
     def predictor(self):
         return Predictor(self.settings, self.model, self.resume, self.replay_chunk,
@@ -92,7 +111,7 @@ class FrameJob:
         ``observer``: an ``observe.Observer`` (None: nobody watches)."""
         observer = observer or SILENT
         decoded, crc, length, expected_crc, predictor = decode_blocks(
-            blocks, dst, self.predictor, observer
+            blocks, dst, self.predictor, observer, self.check_segment
         )
         check_end(decoded, crc, length, expected_crc)
         return decoded, crc, predictor

@@ -14,8 +14,8 @@ import pytest
 from conftest import TINY_MODEL
 
 import mambazip
-from mambazip import blocks, codec, container, priors, transforms
-from mambazip.errors import ChecksumError, FormatError, MambazipError
+from mambazip import blocks, codec, container, predict, priors, transforms
+from mambazip.errors import ChecksumError, FormatError, MambazipError, MemoryLimitError
 from mambazip.predictor import SMALL
 
 TEXT = b"".join(b"Line %d of a text that deflates well and codes better inflated.\n" % i
@@ -271,6 +271,20 @@ def test_a_segment_head_declaring_what_cannot_be_is_refused(field, value, messag
     damaged = blob[: at + field] + struct.pack("<I", value) + blob[at + field + 4 :]
     with pytest.raises((FormatError, ChecksumError), match=message):
         unpack(damaged)
+
+
+def test_a_segment_stream_past_the_memory_limit_is_refused_before_it_is_decoded():
+    """A head may declare a stream of up to container.MAX_STREAM bytes; the decoder holds
+    it and the original beside the model, so the memory limit bounds them together."""
+    blob = pack(INPUTS["zlib in text"], block_size=1024)
+    _, head = heads(blob)[0]
+    model = predict.memory_bytes(tiny(), None, blocks.CHUNK)
+    needed = model + head.stream_length + len(INPUTS["zlib in text"])
+    out = io.BytesIO()
+    codec.decompress_stream(io.BytesIO(blob), out, memlimit=needed)
+    assert out.getvalue() == INPUTS["zlib in text"]
+    with pytest.raises(MemoryLimitError, match="transformed segment"):
+        codec.decompress_stream(io.BytesIO(blob), io.BytesIO(), memlimit=needed - 1)
 
 
 def test_the_cli_lists_the_transforms_and_a_damaged_record_is_one_line(run_cli, tmp_path,

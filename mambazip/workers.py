@@ -136,9 +136,27 @@ def release():
     return code_digest(), importlib.metadata.version("mambazip"), container.VERSION
 
 
-def call_job(job, method, *args):
-    """A cluster's task: ``job`` arrives as the broadcast copy each worker holds."""
+def call_job(job, expected, method, *args):
+    """A cluster's task: ``job`` arrives as the broadcast copy each worker holds. The workers
+    there at the start were checked (``Cluster._check_workers``), but one may join later,
+    so each task first checks that its worker runs ``expected``, the client's ``release``."""
+    ours = release()
+    if ours != tuple(expected):
+        raise MambazipError(
+            f"Dask worker {_worker_address()} runs other mambazip code ({_short(ours)}) than "
+            f"this ({_short(expected)}): it joined after the start; install the same "
+            f"mambazip on every worker"
+        )
     return getattr(job, method)(*args)
+
+
+def _worker_address():
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):  # not on a worker
+        return "(unknown)"
 
 
 DEFAULT_TIMEOUT = 300.0  # seconds a cluster may go without progress (see Cluster)
@@ -225,6 +243,7 @@ class Cluster:
         self.progressed = time.monotonic()  # when a frame last finished, or a worker lived
         self.next_probe = 0.0  # when a wait may next ask the scheduler about the workers
         self.seen = {}  # worker: when the scheduler last heard from it, as of the last look
+        self.release = release()  # what every task checks its worker runs
         try:
             threads = sum(self.client.nthreads().values())
             if threads == 0:
@@ -331,7 +350,8 @@ class Cluster:
         self.progressed = time.monotonic()
 
     def submit(self, method, *args):
-        future = self.client.submit(call_job, self.job, method, *args, pure=False)
+        future = self.client.submit(call_job, self.job, self.release, method, *args,
+                                    pure=False)  # fmt: skip
         future.add_done_callback(self._finished)
         self.tasks.add(future)
         return _Future(future, self)

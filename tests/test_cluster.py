@@ -217,12 +217,8 @@ def test_frames_longer_than_the_timeout_finish_on_live_workers(scheduler, start_
 def test_a_worker_of_other_code_is_refused_with_one_line_naming_both_digests(
     scheduler, start_workers, work, tmp_path
 ):
-    """A worker that imports a copy of this package with one byte more in one file (as an
-    install of another commit would): its digest differs although its version does not."""
-    other = tmp_path / "other"
-    shutil.copytree(PACKAGE, other / "mambazip", ignore=shutil.ignore_patterns("__pycache__"))
-    with open(other / "mambazip" / "codec.py", "a") as f:
-        f.write("\n")
+    """A worker that imports a copy of this package with one byte more in one file."""
+    other = _other_code(tmp_path)
     theirs = workers.digest_of(other / "mambazip")
     ours = workers.code_digest()
     assert theirs != ours
@@ -236,6 +232,37 @@ def test_a_worker_of_other_code_is_refused_with_one_line_naming_both_digests(
     assert (code, out) == (1, b"")
     assert theirs[:12] in line and ours[:12] in line, line
     assert "same mambazip" in line
+    _only_input_left(src)
+
+
+def _other_code(tmp_path):
+    """A copy of this package with one byte more in one file (as an install of another
+    commit would be): its digest differs although its version does not."""
+    other = tmp_path / "other"
+    shutil.copytree(PACKAGE, other / "mambazip", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(other / "mambazip" / "codec.py", "a") as f:
+        f.write("\n")
+    return other
+
+
+def test_a_worker_of_other_code_joining_mid_run_is_refused_by_its_first_frame(
+    client, start_workers, start_compress, work, tmp_path
+):
+    """Only the workers there at the start are checked as the run begins; one that joins
+    later checks itself in each frame it takes, so it never codes one. Its code here codes
+    the same bytes, so without that check the run would succeed."""
+    other = _other_code(tmp_path)
+    start_workers(1)
+    src = work / "in.txt"
+    src.write_bytes(_text(20000)[: 600 << 10])  # 300 frames: far more than one worker's start
+    proc = start_compress(src)
+    _busy_workers(client, proc)
+    start_workers(1, package_root=other)
+    code, out, err = _finish(proc)
+    line = _one_line(err)
+    assert (code, out) == (1, b"")
+    assert "runs other mambazip code" in line and "joined after the start" in line, line
+    assert workers.digest_of(other / "mambazip")[:12] in line
     _only_input_left(src)
 
 

@@ -26,8 +26,12 @@ from .loop import (
     D_APM_RATE,
     D_BMASK,
     D_C2SEL,
+    D_CCOLS,
     D_CLIMIT,
+    D_CONF,
     D_DEAD,
+    D_DET,
+    D_DMODE,
     D_FINAL,
     D_FLR,
     D_FOUND,
@@ -51,6 +55,7 @@ from .loop import (
     D_NPARTS,
     D_NSETS,
     D_PROMOTE,
+    D_RUN,
     D_SCHEDULE,
     D_SLOT_LOG,
     D_SSE,
@@ -70,12 +75,14 @@ from .loop import (
     V_MAPS,
     V_NFREQ,
     V_PARTS,
+    V_RMAPS,
     V_W,
     V_WF,
     V_XCODES,
     V_XSTART,
     allocate,
     context_columns,
+    group_column,
     n_inputs,
     prime,
     run,
@@ -164,6 +171,11 @@ class ContextMixer:
         dims[D_LAST] = cfg.slot_last_byte
         dims[D_LR_DECAY] = cfg.rate_decays
         dims[D_HCOL] = len(cfg.context_kinds) if cfg.bit_histories else 0
+        dims[D_CCOLS] = context_columns(cfg)
+        dims[D_CONF] = group_column(cfg, "conf")
+        dims[D_DET] = group_column(cfg, "det")
+        dims[D_DMODE] = cfg.det_inputs
+        dims[D_RUN] = group_column(cfg, "run")
         return dims
 
     def _init_tables(self, cfg):
@@ -172,9 +184,7 @@ class ContextMixer:
         view(b, offs, V_KINDS)[:] = [KIND_CODES[k] for k in kinds]
         parts = view(b, offs, V_PARTS)
         parts[:] = -1  # the bias column belongs to no part
-        parts[: len(kinds)] = np.arange(len(kinds))
-        if cfg.bit_histories:
-            parts[len(kinds) : 2 * len(kinds)] = np.arange(len(kinds))
+        parts[: context_columns(cfg)] = np.tile(np.arange(len(kinds)), len(cfg.input_groups))
         col, part = context_columns(cfg), len(kinds)
         for on in (cfg.match, cfg.mamba):
             if on:
@@ -185,6 +195,7 @@ class ContextMixer:
         view(b, offs, V_XSTART)[:] = starts
         map_init(view(b, offs, V_MAPS))
         history_map_init(view(b, offs, V_HMAPS))
+        view(b, offs, V_RMAPS)[:] = 2048 << 19  # p = 1/2, count 0
         for v in (V_APM1, V_APM2, V_APMM, V_APME, V_APMS):
             apm_init(view(b, offs, v))
         nin = n_inputs(cfg)

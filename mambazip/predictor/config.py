@@ -67,6 +67,11 @@ _INT_BOUNDS = {
     "apm_mean": (0, 1),
     "dead_zone": (0, 255),  # combiner errors up to this (in 1/4096) train nothing
     "final_sel": (0, 1),
+    # More inputs per context model, from its node's bit history (context.py's _read says
+    # what each is): 0 none.
+    "conf_inputs": (0, 1),
+    "det_inputs": (0, 2),
+    "run_inputs": (0, 1),
 }
 _BOOL_FIELDS = (
     "mamba",
@@ -127,6 +132,12 @@ class MixConfig:
     last_byte: bool = False  # with the bit histories, each context's last byte keys its map
     final_sel: int = 0  # the final combiner's weights by depth (0) or by node (1)
     runs: bool = False  # with the last byte, how often in a row it came keys its map too
+    # With the bit histories, more combiner inputs per context model: the history's
+    # probability as a confidence (1); where the history holds one bit value only, its stretch
+    # (1) or its signed probability (2); with the last byte, the bit it expects by its run (1).
+    conf_inputs: int = 0
+    det_inputs: int = 0
+    run_inputs: int = 0
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs
 
@@ -204,6 +215,18 @@ class MixConfig:
     @property
     def slot_runs(self):
         return (self.runs or self.level >= 3) and self.slot_last_byte
+
+    @property
+    def input_groups(self):
+        """The context models' groups of combiner columns, in column order: each group has a
+        column per model."""
+        groups = ("counter",)
+        if self.bit_histories:
+            groups += ("history",)
+            groups += ("conf",) if self.conf_inputs else ()
+            groups += ("det",) if self.det_inputs else ()
+            groups += ("run",) if self.run_inputs and self.slot_last_byte else ()
+        return groups
 
     @property
     def promoted(self):
@@ -287,6 +310,9 @@ _LATER = {
     "promote": False,
     "last_byte": False,
     "runs": False,
+    "conf_inputs": 0,
+    "det_inputs": 0,
+    "run_inputs": 0,
 }
 
 

@@ -8,7 +8,8 @@ Arrays (S = 2^ctx_log slots shared by all context models, C context models, NIN 
     ctxh (C,) uint64       the context hashes of the next byte (history.context_hashes)
     x (256, NIN) int32     combiner inputs per node; model i writes column i
     midx (256, C) int32    adaptive-map entry each model used at each node (for the update)
-With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol, last, runs):
+With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol, last, runs, ccol, dcol,
+dmode, rcol, rmaps, ridx):
     hst (S, 16) uint8      beside each slot, its nodes' bit histories (history_next); with
                            last, [0] beside a first-nibble slot: the byte last seen there
     hmaps (C * B * 128,) int32 per model B = 1 (3 with last, 12 with runs) adaptive maps from a
@@ -22,6 +23,11 @@ With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol, last, runs
     last                   whether the slots keep their last byte (mix.last_byte)
     runs (S,) uint8        with mix.runs, beside each first-nibble slot: how many times in a
                            row (capped at 15) its last byte came again; empty without
+    ccol, dcol, dmode      x columns of model 0's mix.conf_inputs and det_inputs (0: none),
+                           det_inputs' mode
+    rcol, rmaps, ridx      with mix.run_inputs: x column of model 0's run input (0: none),
+                           (C * RUN_ENTRIES,) int32 adaptive maps, (256, C) int32 the entry
+                           each model used at each node (-1: none)
 
 The first nibble of the byte lives in slot key(h); the second in key(h, first nibble). To predict
 all 255 nodes a model reads its first slot and the 16 possible second slots (read only; a slot
@@ -43,6 +49,9 @@ HISTORY_STATES = 128  # bit histories of a node: 0, or a leading 1 and up to 6 b
 # A run of the last byte, in RUNS buckets: new, once again, 2-3 times, 4 or more.
 RUN_BUCKET = np.array([0, 1, 2, 2] + [3] * 12, np.int64)
 RUNS = 4
+# mix.run_inputs: per model, an adaptive map by the last byte's run (0..15), the depth and the
+# bit the last byte takes at the node.
+RUN_ENTRIES = 16 * 8 * 2
 S32 = u64(32)
 
 # NODE2[nib, j]: byte-tree node of local node j (1..15) of the second-nibble slot for nib.
@@ -130,16 +139,18 @@ def history_map_init(hmaps):
 def _read(x, midx, maps, i, node, state, hs, h, last):
     """Model i's inputs at node: its counter state through its adaptive map; with the bit
     histories (hs.hcol > 0), also its bit history h through its history map, in column
-    hcol + i; with hs.last, the map chosen by the context's last byte (-1: none)."""
+    hcol + i; with hs.last, the map chosen by the context's last byte (-1: none). The inputs
+    of mix.conf_inputs, det_inputs and run_inputs follow in their columns (hs[6], hs[7],
+    hs[9]; 0: off), each 0 where what it reads was never seen."""
     m = i * MAP_SIZE + map_index(state)
     midx[node, i] = m
     x[node, i] = stretch(map_p(maps, m))
     hmaps, hidx, hcol = hs[1], hs[2], hs[3]
     if hcol > 0:
         e = i * HISTORY_STATES + np.int64(h)
+        way = 0
+        depth = NODE_DEPTH[node]
         if hs[4]:
-            way = 0
-            depth = NODE_DEPTH[node]
             byte = last & 255
             if last >= 0 and (byte | 256) >> (8 - depth) == node:
                 way = 1 + ((byte >> (7 - depth)) & 1)
@@ -148,7 +159,40 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
                 run = RUN_BUCKET[last >> 8] if last >= 0 else 0
                 e = ((3 * i + way) * RUNS + run) * HISTORY_STATES + np.int64(h)
         hidx[node, i] = e
-        x[node, hcol + i] = stretch(map_p(hmaps, e))
+        p = map_p(hmaps, e)
+        st = stretch(p)
+        x[node, hcol + i] = st
+        if hs[6] > 0:  # the probability itself: sure histories stand out more than stretched
+            x[node, hs[6] + i] = (p - 2048) >> 1 if h != 0 else 0
+        if hs[7] > 0:
+            x[node, hs[7] + i] = _deterministic(h, p, st, hs[8])
+        if hs[9] > 0:
+            r = -1
+            if way > 0:  # the last byte's path runs through the node: the bit it expects
+                r = i * RUN_ENTRIES + (((last >> 8) * 8 + depth) << 1) + way - 1
+                x[node, hs[9] + i] = stretch(map_p(hs[10], r))
+            else:
+                x[node, hs[9] + i] = 0
+            hs[11][node, i] = r
+
+
+@kernel_inline
+def _deterministic(h, p, st, mode):
+    """Where bit history h holds one bit value only: mode 1 the history's
+    stretch st, mode 2 its probability p of that value, signed by it (in 1/8192); else 0.
+    Such a context has never been contradicted, which a mix of counters alone cannot tell."""
+    h = np.int64(h)
+    if h < 2:
+        return 0
+    top = 1
+    while top * 2 <= h:
+        top *= 2
+    bits = h - top
+    if bits == 0:
+        return st if mode == 1 else -((4096 - p) >> 1)
+    if bits == top - 1:
+        return st if mode == 1 else p >> 1
+    return 0
 
 
 @kernel_inline
@@ -235,4 +279,6 @@ def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, schedule,
             if histories:
                 map_update(hmaps, hidx[node, i], bit, map_limit)
                 hst[s, j] = history_next(hst[s, j], bit)
+                if hs[9] > 0 and hs[11][node, i] >= 0:
+                    map_update(hs[10], hs[11][node, i], bit, map_limit)
             node = 2 * node + bit

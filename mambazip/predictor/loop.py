@@ -25,7 +25,7 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
          pm (256,) the Mamba's node probabilities, freq (256,) the frequency table, mode
          (256,) 1 where a node was predicted in full, 0 by the c0 weight set alone,
          nfreq (32,) format 5's two nibble tables; hmaps (C * 128,) and hidx (256 * C,) of
-         the bit histories (context.py)
+         the bit histories, rmaps and ridx of mix.run_inputs (context.py)
     u8:  hst (S * 16,) the bit histories beside the slots (mix.histories)
     u16: apms ((2^apm_log + MATCH_APM) * 33,) the SSE pair (mix.sse)
     i64: hstate (3,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,),
@@ -49,7 +49,15 @@ from ..kernels.step import FREQ_TOTAL
 from .apm import apm_predict, apm_update
 from .byte_pdf import node_prob, node_sums
 from .combiner import combine, train
-from .context import HISTORY_STATES, NODE2, RUNS, predict_first, predict_second, update_contexts
+from .context import (
+    HISTORY_STATES,
+    NODE2,
+    RUN_ENTRIES,
+    RUNS,
+    predict_first,
+    predict_second,
+    update_contexts,
+)
 from .counters import MAP_SIZE, squash, stretch
 from .history import (
     IND_SIZE,
@@ -112,13 +120,16 @@ VIEWS = (
     ("xstart", "i64"),
     ("xrow", "i64"),
     ("runs", "u8"),
+    ("rmaps", "i32"),
+    ("ridx", "i32"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
  V_X, V_MIDX, V_SEL, V_SST, V_SF, V_AIDX, V_P12, V_PM, V_FREQ, V_MODE, V_HSTATE, V_MSTATE,
  V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE, V_INBYTE, V_INPDF,
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
- V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS) = range(len(VIEWS))  # fmt: skip
+ V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS, V_RMAPS,
+ V_RIDX) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -139,8 +150,8 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
  D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE,
- D_LAST) = range(34)  # fmt: skip
-N_DIMS = 34
+ D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN) = range(39)  # fmt: skip
+N_DIMS = 39
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -150,8 +161,14 @@ DEPTH = np.array([0] + [n.bit_length() - 1 for n in range(1, 256)], np.int64)
 
 
 def context_columns(cfg):
-    """Combiner inputs of the context models: one each, two with their bit histories."""
-    return len(cfg.context_kinds) * (2 if cfg.bit_histories else 1)
+    """Combiner inputs of the context models: one per model in each of cfg.input_groups."""
+    return len(cfg.context_kinds) * len(cfg.input_groups)
+
+
+def group_column(cfg, group):
+    """x column of model 0's input of a group of cfg.input_groups (0: the group is off)."""
+    groups = cfg.input_groups
+    return len(cfg.context_kinds) * groups.index(group) if group in groups else 0
 
 
 def n_inputs(cfg):
@@ -227,6 +244,8 @@ def layout(cfg):
         "xstart": len(cfg.weight_sets),
         "xrow": len(cfg.weight_sets),
         "runs": (1 << cfg.ctx_log) if cfg.slot_runs else 0,
+        "rmaps": C * RUN_ENTRIES if "run" in cfg.input_groups else 0,
+        "ridx": 256 * C if "run" in cfg.input_groups else 0,
     }
 
 
@@ -260,11 +279,14 @@ def _carve(buf, offs, v):
 
 @driver_inline
 def _histories(u8, i32, offs, dims):
-    """context.py's hs: the bit histories' views, column (0: none), last-byte flag, runs."""
+    """context.py's hs: the bit histories' views, column (0: none), last-byte flag, runs, and
+    the columns and tables of the inputs of mix.conf_inputs, det_inputs and run_inputs."""
     nctx = dims[D_NCTX]
     return (_carve(u8, offs, V_HST).reshape((-1, 16)), _carve(i32, offs, V_HMAPS),
             _carve(i32, offs, V_HIDX).reshape((256, nctx)), dims[D_HCOL],
-            dims[D_LAST] != 0, _carve(u8, offs, V_RUNS))  # fmt: skip
+            dims[D_LAST] != 0, _carve(u8, offs, V_RUNS), dims[D_CONF], dims[D_DET],
+            dims[D_DMODE], dims[D_RUN], _carve(i32, offs, V_RMAPS),
+            _carve(i32, offs, V_RIDX).reshape((-1, nctx)))  # fmt: skip
 
 
 @kernel
@@ -428,9 +450,9 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
     """12-bit p(bit = 1) at node: its match and Mamba inputs, the weight sets, the final
     combiner and the APMs. A node the byte is unlikely to reach (not full) gets the c0 weight
     set alone, no APM: cheaper, and it rarely costs a bit."""
-    nctx, nin, nsets = dims[D_NCTX], dims[D_NIN], dims[D_NSETS]
+    nin, nsets = dims[D_NIN], dims[D_NSETS]
     depth = DEPTH[node]
-    col = nctx * (2 if dims[D_HCOL] else 1)
+    col = dims[D_CCOLS]
     match_sel = 0
     if dims[D_MATCH]:
         e = match_inputs(x, col, mstate, mmap, node, depth)
@@ -540,7 +562,7 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     mlr = dims[D_MLR] if dims[D_MLR] else lr
     if dims[D_LR_DECAY]:
         lr = decayed_lr(lr, _carve(i64, offs, V_HSTATE)[0])
-    mcol = nctx * (2 if dims[D_HCOL] else 1) + 2 * dims[D_MATCH]
+    mcol = dims[D_CCOLS] + 2 * dims[D_MATCH]
     mhi = mcol + 2 if dims[D_MAMBA] else mcol
     node = 1
     for d in range(8):

@@ -1,7 +1,9 @@
-"""More combiner inputs per context model (issue 21, items 3 and 6): beside each model's counter
-and bit-history inputs, its history's probability as a confidence (``mix.conf_inputs``), a
-deterministic-history input (``mix.det_inputs``) and the bit its last byte expects by its run
-(``mix.run_inputs``). Each is off by default, so files written before them keep their bits."""
+"""More combiner inputs per context model and a longer SSE chain (issue 21, items 3 and 6):
+beside each model's counter and bit-history inputs, its history's probability as a confidence
+(``mix.conf_inputs``), a deterministic-history input (``mix.det_inputs``) and the bit its last
+byte expects by its run (``mix.run_inputs``); an order-4 hashed APM (``mix.sse_order4``) and
+APM rates by a count per bucket (``mix.apm_counts``). Each is off by default, so files written
+before them keep their bits."""
 
 import dataclasses
 
@@ -9,8 +11,27 @@ import numpy as np
 import pytest
 
 from mambazip.predictor import SMALL, ContextMixer, MixConfig
+from mambazip.predictor.apm import apm_predict, apm_update_counted
 from mambazip.predictor.context import RUN_ENTRIES, _deterministic
-from mambazip.predictor.loop import V_PARTS, V_RIDX, V_X, layout, n_inputs, view, weight_rows
+from mambazip.predictor.loop import (
+    MATCH_APM,
+    N_APMS,
+    V_AIDX,
+    V_AIDX4,
+    V_APM1,
+    V_APM2,
+    V_APM4,
+    V_APMS,
+    V_P12,
+    V_PARTS,
+    V_RIDX,
+    V_SF,
+    V_X,
+    layout,
+    n_inputs,
+    view,
+    weight_rows,
+)
 
 LAST = dataclasses.replace(SMALL, histories=True, last_byte=True, runs=True)
 O1 = 1  # the order-1 model's index
@@ -25,8 +46,11 @@ def _x_after(cfg, text):
 
 
 def test_new_input_fields_are_left_out_of_the_settings_at_their_defaults():
-    assert set(SMALL.to_dict()).isdisjoint({"conf_inputs", "det_inputs", "run_inputs"})
-    cfg = dataclasses.replace(LAST, conf_inputs=1, det_inputs=2, run_inputs=1)
+    later = {"conf_inputs", "det_inputs", "run_inputs", "sse_order4", "apm_counts"}
+    assert set(SMALL.to_dict()).isdisjoint(later)
+    cfg = dataclasses.replace(
+        LAST, conf_inputs=1, det_inputs=2, run_inputs=1, sse_order4=True, apm_counts=2
+    )
     assert MixConfig.from_dict(cfg.to_dict()) == cfg
 
 
@@ -117,8 +141,10 @@ def test_run_input_is_keyed_by_the_last_byte_s_run():
 
 
 @pytest.mark.parametrize("nibbles", [False, True])
-def test_decoder_steps_equal_advance_with_every_input(nibbles):
-    cfg = dataclasses.replace(LAST, conf_inputs=1, det_inputs=2, run_inputs=1)
+def test_decoder_steps_equal_advance_with_every_input_and_apm(nibbles):
+    cfg = dataclasses.replace(
+        LAST, conf_inputs=1, det_inputs=2, run_inputs=1, sse=True, sse_order4=True, apm_counts=1
+    )
     data = np.frombuffer(b"The cat sat. The cat sat on the mat.\n" * 8, np.uint8)
     enc, dec = ContextMixer(cfg, nibbles=nibbles), ContextMixer(cfg, nibbles=nibbles)
     enc.prime()
@@ -130,3 +156,55 @@ def test_decoder_steps_equal_advance_with_every_input(nibbles):
             dec.advance_nibble(byte >> 4)
         dec.advance_byte(byte)
     assert np.array_equal(dec.freq, enc.freq)
+
+
+def test_a_counted_apm_bucket_moves_by_one_over_count_plus_2_until_2_to_the_minus_rate():
+    t = np.full(1, 32768, np.uint16)
+    n = np.zeros(1, np.uint8)
+    seen = []
+    for _ in range(4):
+        apm_update_counted(t, n, 0, 1, 2)
+        seen.append((int(t[0]), int(n[0])))
+    # 32768 + 32767 // 2; + 16384 // 3; + 10923 // 4 (the count stops at 2^2 - 2); + 8193 // 4
+    assert seen == [(49151, 1), (54612, 2), (57342, 2), (59390, 2)]
+
+
+def test_apm_counts_take_a_byte_per_bucket_of_the_context_side_apms():
+    cfg = dataclasses.replace(SMALL, sse=True, sse_order4=True, apm_counts=1)
+    sizes = layout(cfg)
+    assert sizes["apm1n"] == sizes["apm1"] and sizes["apm2n"] == sizes["apm2"]
+    assert sizes["apmsn"] == sizes["apms"] and sizes["apm4n"] == sizes["apm4"]
+    assert layout(SMALL)["apm1n"] == 0 and layout(SMALL)["apm4"] == 0
+    assert sizes["apm4"] == (1 << cfg.apm_log) * 33
+
+
+def _o4_context(text):
+    cfg = dataclasses.replace(SMALL, sse=True, sse_order4=True)
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    mixer.advance(np.frombuffer(text, np.uint8))
+    u = int(view(mixer.buffers, mixer.offs, V_SF)[1]) + 2048
+    aidx4 = int(view(mixer.buffers, mixer.offs, V_AIDX4)[1])
+    assert aidx4 % 33 == (u >> 7) + ((u & 127) >> 6)  # the nearer bucket of node 1's
+    return aidx4 // 33 ^ 1  # the context, the node taken out
+
+
+def test_the_order_4_apm_is_keyed_by_the_last_4_bytes():
+    assert _o4_context(b"xabcd") == _o4_context(b"yabcd")
+    assert _o4_context(b"xabcd") != _o4_context(b"xzbcd")
+    assert _o4_context(b"xabcd") != _o4_context(b"xabcz")
+
+
+def test_with_the_order_4_apm_the_probability_coded_is_the_mean_of_five_apms():
+    cfg = dataclasses.replace(SMALL, level=2, sse_order4=True)  # level 2: the APMs alone
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"abcabcabdabc", np.uint8))
+    b, offs = mixer.buffers, mixer.offs
+    aidx = view(b, offs, V_AIDX).reshape(256, N_APMS)
+    s = int(view(b, offs, V_SF)[1])
+    tables = {0: V_APM1, 1: V_APM2, 4: V_APMS, 5: V_APMS}
+    a = [int(apm_predict(view(b, offs, v), int(aidx[1, k]) // 33, s)[0]) for k, v in tables.items()]
+    a.append(int(apm_predict(view(b, offs, V_APM4), int(view(b, offs, V_AIDX4)[1]) // 33, s)[0]))
+    assert view(b, offs, V_P12)[1] == (sum(a) + 2) // 5
+    assert layout(cfg)["apms"] == ((1 << cfg.apm_log) + MATCH_APM) * 33

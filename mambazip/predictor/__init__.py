@@ -20,6 +20,7 @@ from .context import history_map_init
 from .counters import map_init
 from .history import KIND_CODES
 from .loop import (
+    D_ACOUNT,
     D_APM,
     D_APM2_MASK,
     D_APM_MEAN,
@@ -64,6 +65,7 @@ from .loop import (
     N_PROMOTED,
     V_APM1,
     V_APM2,
+    V_APM4,
     V_APME,
     V_APMM,
     V_APMS,
@@ -176,6 +178,7 @@ class ContextMixer:
         dims[D_DET] = group_column(cfg, "det")
         dims[D_DMODE] = cfg.det_inputs
         dims[D_RUN] = group_column(cfg, "run")
+        dims[D_ACOUNT] = cfg.apm_counts
         return dims
 
     def _init_tables(self, cfg):
@@ -196,7 +199,7 @@ class ContextMixer:
         map_init(view(b, offs, V_MAPS))
         history_map_init(view(b, offs, V_HMAPS))
         view(b, offs, V_RMAPS)[:] = 2048 << 19  # p = 1/2, count 0
-        for v in (V_APM1, V_APM2, V_APMM, V_APME, V_APMS):
+        for v in (V_APM1, V_APM2, V_APMM, V_APME, V_APMS, V_APM4):
             apm_init(view(b, offs, v))
         nin = n_inputs(cfg)
         w = view(b, offs, V_W).reshape(-1, nin)

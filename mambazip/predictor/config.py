@@ -72,6 +72,9 @@ _INT_BOUNDS = {
     "conf_inputs": (0, 1),
     "det_inputs": (0, 2),
     "run_inputs": (0, 1),
+    # The APMs of the context side (order 1, order 2 and the SSE pair) at a rate by a count per
+    # bucket, from 1/2 down to 2^-(apm_rate + apm_counts - 1); 0: at 2^-apm_rate throughout.
+    "apm_counts": (0, 2),
 }
 _BOOL_FIELDS = (
     "mamba",
@@ -88,6 +91,7 @@ _BOOL_FIELDS = (
     "promote",
     "last_byte",
     "runs",
+    "sse_order4",
 )
 
 
@@ -138,6 +142,8 @@ class MixConfig:
     conf_inputs: int = 0
     det_inputs: int = 0
     run_inputs: int = 0
+    sse_order4: bool = False  # with the SSE pair, a third APM: order-4 hashed
+    apm_counts: int = 0
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs
 
@@ -229,6 +235,10 @@ class MixConfig:
         return groups
 
     @property
+    def apm_order4(self):
+        return self.sse_order4 and self.apm and self.sse_pair
+
+    @property
     def promoted(self):
         return self.promote and self.mamba and self.final
 
@@ -313,6 +323,8 @@ _LATER = {
     "conf_inputs": 0,
     "det_inputs": 0,
     "run_inputs": 0,
+    "sse_order4": False,
+    "apm_counts": 0,
 }
 
 

@@ -27,7 +27,9 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
          nfreq (32,) format 5's two nibble tables; hmaps (C * 128,) and hidx (256 * C,) of
          the bit histories, rmaps and ridx of mix.run_inputs (context.py)
     u8:  hst (S * 16,) the bit histories beside the slots (mix.histories)
-    u16: apms ((2^apm_log + MATCH_APM) * 33,) the SSE pair (mix.sse)
+    u16: apms ((2^apm_log + MATCH_APM) * 33,) the SSE pair (mix.sse), apm4 (2^apm_log * 33,)
+         the order-4 APM (mix.sse_order4); i32: aidx4 (256,) its buckets
+    u8:  apm1n, apm2n, apmsn, apm4n: with mix.apm_counts, a count beside each APM bucket
     i64: hstate (3,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,),
          nmass (32,) a nibble's tree, found (2,) how many models know the first and the
          second nibble's context
@@ -46,7 +48,7 @@ import numpy as np
 
 from ..jit import driver, driver_inline, kernel
 from ..kernels.step import FREQ_TOTAL
-from .apm import apm_predict, apm_update
+from .apm import apm_predict, apm_update, apm_update_counted
 from .byte_pdf import node_prob, node_sums
 from .combiner import combine, train
 from .context import (
@@ -122,6 +124,12 @@ VIEWS = (
     ("runs", "u8"),
     ("rmaps", "i32"),
     ("ridx", "i32"),
+    ("apm4", "u16"),
+    ("aidx4", "i32"),
+    ("apm1n", "u8"),
+    ("apm2n", "u8"),
+    ("apmsn", "u8"),
+    ("apm4n", "u8"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
@@ -129,7 +137,7 @@ VIEWS = (
  V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE, V_INBYTE, V_INPDF,
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
  V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS, V_RMAPS,
- V_RIDX) = range(len(VIEWS))  # fmt: skip
+ V_RIDX, V_APM4, V_AIDX4, V_APM1N, V_APM2N, V_APMSN, V_APM4N) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -150,8 +158,8 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
  D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE,
- D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN) = range(39)  # fmt: skip
-N_DIMS = 39
+ D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT) = range(40)  # fmt: skip
+N_DIMS = 40
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -246,6 +254,14 @@ def layout(cfg):
         "runs": (1 << cfg.ctx_log) if cfg.slot_runs else 0,
         "rmaps": C * RUN_ENTRIES if "run" in cfg.input_groups else 0,
         "ridx": 256 * C if "run" in cfg.input_groups else 0,
+        "apm4": (1 << cfg.apm_log) * 33 if cfg.apm_order4 else 0,
+        "aidx4": 256 if cfg.apm_order4 else 0,
+        "apm1n": 65536 * 33 if cfg.apm and cfg.apm_counts else 0,
+        "apm2n": (1 << cfg.apm_log) * 33 if cfg.apm and cfg.apm_counts else 0,
+        "apmsn": ((1 << cfg.apm_log) + MATCH_APM) * 33
+        if cfg.apm and cfg.sse_pair and cfg.apm_counts
+        else 0,
+        "apm4n": (1 << cfg.apm_log) * 33 if cfg.apm_order4 and cfg.apm_counts else 0,
     }
 
 
@@ -391,6 +407,10 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
     h2 = np.int64(fmix(u64(c1 | (c2 << 8) | 0x10000)) & u64(dims[D_APM2_MASK]))
     c3 = np.int64(back(hist, hstate, hmask, 3))
     h3 = np.int64(fmix(u64(c1 | (c2 << 8) | (c3 << 16) | 0x1000000)) & u64(dims[D_APM2_MASK]))
+    c4 = back(hist, hstate, hmask, 4)
+    h4 = fmix(u64(c1 | (c2 << 8) | (c3 << 16)) | (c4 << u64(24)) | u64(1 << 40))
+    sse4 = (_carve(u16, offs, V_APM4), _carve(i32, offs, V_AIDX4),
+            np.int64(h4 & u64(dims[D_APM2_MASK])))  # fmt: skip
     xrow = _carve(i64, offs, V_XROW)
     if first < 0:  # once a byte: the low nibble's call finds the rows in their view
         _set_rows(xrow, _carve(i64, offs, V_XCODES), _carve(i64, offs, V_XSTART), hist, hstate,
@@ -414,7 +434,7 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
             mode[node] = full
             p = _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme,
                       apms, expected[0], dims, c1, c2, h2, h3, xrow, node, full, use_pdf,
-                      found[0 if nib < 0 else 1])  # fmt: skip
+                      found[0 if nib < 0 else 1], sse4)  # fmt: skip
             p12[node] = p
             split_node(mass, node, p)
 
@@ -446,7 +466,7 @@ def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
 
 @kernel
 def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme, apms,
-          expected, dims, c1, c2, h2, h3, xrow, node, full, use_pdf, found):  # fmt: skip
+          expected, dims, c1, c2, h2, h3, xrow, node, full, use_pdf, found, sse4):  # fmt: skip
     """12-bit p(bit = 1) at node: its match and Mamba inputs, the weight sets, the final
     combiner and the APMs. A node the byte is unlikely to reach (not full) gets the c0 weight
     set alone, no APM: cheaper, and it rarely costs a bit."""
@@ -519,26 +539,30 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
                 ectx = (((x[node, mcol] + 2048) >> 7) << 8) | node
             a3, aidx[node, 3] = apm_predict(apme, ectx, s)
             if dims[D_SSE] and dims[D_APM_MEAN]:
-                p = _sse(a1 + a2 + a3, 3, apms, aidx, dims, h3, match_sel, node, s)
+                p = _sse(a1 + a2 + a3, 3, apms, aidx, dims, h3, match_sel, node, s, sse4)
             elif dims[D_SSE]:
-                p = _sse(p + a1 + a2 + a3, 4, apms, aidx, dims, h3, match_sel, node, s)
+                p = _sse(p + a1 + a2 + a3, 4, apms, aidx, dims, h3, match_sel, node, s, sse4)
             else:
                 p = (p + a1 + a2 + a3 + 2) >> 2
         elif dims[D_SSE] and dims[D_APM_MEAN]:
-            p = _sse(a1 + a2, 2, apms, aidx, dims, h3, match_sel, node, s)
+            p = _sse(a1 + a2, 2, apms, aidx, dims, h3, match_sel, node, s, sse4)
         elif dims[D_SSE]:
-            p = _sse(2 * p + a1 + a2, 4, apms, aidx, dims, h3, match_sel, node, s)
+            p = _sse(2 * p + a1 + a2, 4, apms, aidx, dims, h3, match_sel, node, s, sse4)
         else:
             p = (2 * p + a1 + a2 + 2) >> 2
     return min(max(p, 1), 4095)
 
 
 @kernel
-def _sse(acc, n, apms, aidx, dims, h3, match_sel, node, s):
+def _sse(acc, n, apms, aidx, dims, h3, match_sel, node, s, sse4):
     """The mean of n probabilities summing to acc and of two more APMs of stretch value s: an
-    order-3 hashed one, and one keyed by the match model's state and the node."""
+    order-3 hashed one, and one keyed by the match model's state and the node; with
+    mix.apm_order4 (sse4 = (its table, its buckets, the context)), an order-4 hashed one too."""
     a3, aidx[node, 4] = apm_predict(apms, h3 ^ node, s)
     am, aidx[node, 5] = apm_predict(apms, dims[D_APM2_MASK] + 1 + (match_sel << 8) + node, s)
+    if sse4[0].shape[0] > 0:
+        a4, sse4[1][node] = apm_predict(sse4[0], sse4[2] ^ node, s)
+        return (acc + a3 + am + a4 + (n + 3) // 2) // (n + 3)
     return (acc + a3 + am + (n + 2) // 2) // (n + 2)
 
 
@@ -558,6 +582,9 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
     apmm, apme = _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME)
     parts, mode = _carve(i64, offs, V_PARTS), _carve(i32, offs, V_MODE)
+    apm4, aidx4 = _carve(u16, offs, V_APM4), _carve(i32, offs, V_AIDX4)
+    apm1n, apm2n = _carve(u8, offs, V_APM1N), _carve(u8, offs, V_APM2N)
+    apmsn, apm4n = _carve(u8, offs, V_APMSN), _carve(u8, offs, V_APM4N)
     lr, rate, dead = dims[D_LR], dims[D_APM_RATE], dims[D_DEAD]
     mlr = dims[D_MLR] if dims[D_MLR] else lr
     if dims[D_LR_DECAY]:
@@ -582,12 +609,22 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
             frow = node if dims[D_FSEL] else d
             nf = nsets + dims[D_PROMOTE]
             train(wf, frow, sst, node, nf, sf[node], bit, dims[D_FLR], 0, 0, 0, dead)
-        if dims[D_APM]:
+        if dims[D_APM] and dims[D_ACOUNT]:
+            apm_update_counted(apm1, apm1n, aidx[node, 0], bit, rate + dims[D_ACOUNT] - 1)
+            apm_update_counted(apm2, apm2n, aidx[node, 1], bit, rate + dims[D_ACOUNT] - 1)
+            if dims[D_SSE]:
+                apm_update_counted(apms, apmsn, aidx[node, 4], bit, rate + dims[D_ACOUNT] - 1)
+                apm_update_counted(apms, apmsn, aidx[node, 5], bit, rate + dims[D_ACOUNT] - 1)
+                if apm4.shape[0] > 0:
+                    apm_update_counted(apm4, apm4n, aidx4[node], bit, rate + dims[D_ACOUNT] - 1)
+        elif dims[D_APM]:
             apm_update(apm1, aidx[node, 0], bit, rate)
             apm_update(apm2, aidx[node, 1], bit, rate)
             if dims[D_SSE]:
                 apm_update(apms, aidx[node, 4], bit, rate)
                 apm_update(apms, aidx[node, 5], bit, rate)
+                if apm4.shape[0] > 0:
+                    apm_update(apm4, aidx4[node], bit, rate)
         if dims[D_MAMBA]:
             apm_update(apmm, aidx[node, 2], bit, rate)
             if dims[D_MEAPM]:

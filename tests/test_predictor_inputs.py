@@ -12,7 +12,7 @@ import pytest
 
 from mambazip.predictor import SMALL, ContextMixer, MixConfig
 from mambazip.predictor.apm import apm_predict, apm_update_counted
-from mambazip.predictor.context import RUN_ENTRIES, _deterministic
+from mambazip.predictor.context import RUN_ENTRIES, _deterministic, _history_kind
 from mambazip.predictor.loop import (
     MATCH_APM,
     N_APMS,
@@ -138,6 +138,25 @@ def test_run_input_is_keyed_by_the_last_byte_s_run():
     mixer, _ = _x_after(cfg, b"abababa")  # "a" followed by "b" three times: run 2
     ridx = view(mixer.buffers, mixer.offs, V_RIDX).reshape(256, -1)
     assert ridx[1, O1] == O1 * RUN_ENTRIES + ((2 * 8 + 0) << 1) + 0
+
+
+@pytest.mark.parametrize(
+    "h, kind", [(0, 0), (0b10, 1), (0b11, 1), (0b1000, 1), (0b1111111, 1), (0b101, 2), (0b1110, 2)]
+)
+def test_a_history_holds_no_bit_one_value_or_both(h, kind):
+    assert _history_kind(h) == kind
+
+
+def test_run_inputs_2_keys_the_run_map_by_what_the_node_has_seen_too():
+    # As in the test above: o1's node 1 saw the first bits of b and c (0, 0), node 2 their
+    # second bits (1, 1): one value each, map 1 of 3 per model.
+    cfg = dataclasses.replace(LAST, run_inputs=2)
+    mixer, _ = _x_after(cfg, b"abaca")
+    ridx = view(mixer.buffers, mixer.offs, V_RIDX).reshape(256, -1)
+    base = O1 * 3 * RUN_ENTRIES + RUN_ENTRIES
+    assert ridx[1, O1] == base + (0 << 1) + 0
+    assert ridx[2, O1] == base + (1 << 1) + 1
+    assert layout(cfg)["rmaps"] == 3 * layout(dataclasses.replace(cfg, run_inputs=1))["rmaps"]
 
 
 @pytest.mark.parametrize("nibbles", [False, True])

@@ -71,7 +71,7 @@ _INT_BOUNDS = {
     # what each is): 0 none.
     "conf_inputs": (0, 1),
     "det_inputs": (0, 2),
-    "run_inputs": (0, 1),
+    "run_inputs": (0, 2),
     # The APMs of the context side (order 1, order 2 and the SSE pair) at a rate by a count per
     # bucket, from 1/2 down to 2^-(apm_rate + apm_counts - 1); 0: at 2^-apm_rate throughout.
     "apm_counts": (0, 2),
@@ -138,7 +138,8 @@ class MixConfig:
     runs: bool = False  # with the last byte, how often in a row it came keys its map too
     # With the bit histories, more combiner inputs per context model: the history's
     # probability as a confidence (1); where the history holds one bit value only, its stretch
-    # (1) or its signed probability (2); with the last byte, the bit it expects by its run (1).
+    # (1) or its signed probability (2); with the last byte, the bit it expects by its run (1),
+    # also by whether the node's history holds one bit value, both or none (2).
     conf_inputs: int = 0
     det_inputs: int = 0
     run_inputs: int = 0

@@ -26,7 +26,7 @@ dmode, rcol, rmaps, ridx):
     ccol, dcol, dmode      x columns of model 0's mix.conf_inputs and det_inputs (0: none),
                            det_inputs' mode
     rcol, rmaps, ridx      with mix.run_inputs: x column of model 0's run input (0: none),
-                           (C * RUN_ENTRIES,) int32 adaptive maps, (256, C) int32 the entry
+                           (C * RUN_ENTRIES (* 3),) int32 adaptive maps, (256, C) int32 the entry
                            each model used at each node (-1: none)
 
 The first nibble of the byte lives in slot key(h); the second in key(h, first nibble). To predict
@@ -50,7 +50,7 @@ HISTORY_STATES = 128  # bit histories of a node: 0, or a leading 1 and up to 6 b
 RUN_BUCKET = np.array([0, 1, 2, 2] + [3] * 12, np.int64)
 RUNS = 4
 # mix.run_inputs: per model, an adaptive map by the last byte's run (0..15), the depth and the
-# bit the last byte takes at the node.
+# bit the last byte takes at the node; run_inputs 2: three, by _history_kind of the node.
 RUN_ENTRIES = 16 * 8 * 2
 S32 = u64(32)
 
@@ -169,7 +169,11 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
         if hs[9] > 0:
             r = -1
             if way > 0:  # the last byte's path runs through the node: the bit it expects
-                r = i * RUN_ENTRIES + (((last >> 8) * 8 + depth) << 1) + way - 1
+                r = (((last >> 8) * 8 + depth) << 1) + way - 1
+                stride = hs[10].shape[0] // hs[11].shape[1]
+                if stride > RUN_ENTRIES:  # run_inputs 2: also by what the node has seen
+                    r += RUN_ENTRIES * _history_kind(h)
+                r += i * stride
                 x[node, hs[9] + i] = stretch(map_p(hs[10], r))
             else:
                 x[node, hs[9] + i] = 0
@@ -177,10 +181,8 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
 
 
 @kernel_inline
-def _deterministic(h, p, st, mode):
-    """Where bit history h holds one bit value only: mode 1 the history's
-    stretch st, mode 2 its probability p of that value, signed by it (in 1/8192); else 0.
-    Such a context has never been contradicted, which a mix of counters alone cannot tell."""
+def _history_kind(h):
+    """0: bit history h is empty, 1: it holds one bit value only, 2: both."""
     h = np.int64(h)
     if h < 2:
         return 0
@@ -188,11 +190,19 @@ def _deterministic(h, p, st, mode):
     while top * 2 <= h:
         top *= 2
     bits = h - top
-    if bits == 0:
-        return st if mode == 1 else -((4096 - p) >> 1)
-    if bits == top - 1:
-        return st if mode == 1 else p >> 1
-    return 0
+    return 1 if bits == 0 or bits == top - 1 else 2
+
+
+@kernel_inline
+def _deterministic(h, p, st, mode):
+    """Where bit history h holds one bit value only: mode 1 the history's stretch st, mode 2
+    its probability p of that value, signed by it (in 1/8192); else 0. Such a context has
+    never been contradicted, which a mix of counters alone cannot tell."""
+    if _history_kind(h) != 1:
+        return 0
+    if mode == 1:
+        return st
+    return p >> 1 if h & 1 else -((4096 - p) >> 1)
 
 
 @kernel_inline

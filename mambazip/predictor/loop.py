@@ -252,7 +252,9 @@ def layout(cfg):
         "xstart": len(cfg.weight_sets),
         "xrow": len(cfg.weight_sets),
         "runs": (1 << cfg.ctx_log) if cfg.slot_runs else 0,
-        "rmaps": C * RUN_ENTRIES if "run" in cfg.input_groups else 0,
+        "rmaps": C * RUN_ENTRIES * (3 if cfg.run_inputs == 2 else 1)
+        if "run" in cfg.input_groups
+        else 0,
         "ridx": 256 * C if "run" in cfg.input_groups else 0,
         "apm4": (1 << cfg.apm_log) * 33 if cfg.apm_order4 else 0,
         "aidx4": 256 if cfg.apm_order4 else 0,

@@ -2,7 +2,8 @@
 beside each model's counter and bit-history inputs, its history's probability as a confidence
 (``mix.conf_inputs``), a deterministic-history input (``mix.det_inputs``) and the bit its last
 byte expects by its run (``mix.run_inputs``); an order-4 hashed APM (``mix.sse_order4``) and
-APM rates by a count per bucket (``mix.apm_counts``). Each is off by default, so files written
+APM rates by a count per bucket (``mix.apm_counts``), 16-bit node probabilities
+(``mix.wide_final``). Each is off by default, so files written
 before them keep their bits."""
 
 import dataclasses
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from mambazip.predictor import SMALL, ContextMixer, MixConfig
-from mambazip.predictor.apm import apm_predict, apm_update_counted
+from mambazip.predictor.apm import apm_predict, apm_predict_bits, apm_update_counted
 from mambazip.predictor.context import RUN_ENTRIES, _deterministic, _history_kind
 from mambazip.predictor.loop import (
     MATCH_APM,
@@ -29,6 +30,8 @@ from mambazip.predictor.loop import (
     V_X,
     layout,
     n_inputs,
+    nibble_table,
+    nibble_table_bits,
     view,
     weight_rows,
 )
@@ -46,7 +49,7 @@ def _x_after(cfg, text):
 
 
 def test_new_input_fields_are_left_out_of_the_settings_at_their_defaults():
-    later = {"conf_inputs", "det_inputs", "run_inputs", "sse_order4", "apm_counts"}
+    later = {"conf_inputs", "det_inputs", "run_inputs", "sse_order4", "apm_counts", "wide_final"}
     assert set(SMALL.to_dict()).isdisjoint(later)
     cfg = dataclasses.replace(
         LAST, conf_inputs=1, det_inputs=2, run_inputs=1, sse_order4=True, apm_counts=2
@@ -162,7 +165,14 @@ def test_run_inputs_2_keys_the_run_map_by_what_the_node_has_seen_too():
 @pytest.mark.parametrize("nibbles", [False, True])
 def test_decoder_steps_equal_advance_with_every_input_and_apm(nibbles):
     cfg = dataclasses.replace(
-        LAST, conf_inputs=1, det_inputs=2, run_inputs=1, sse=True, sse_order4=True, apm_counts=1
+        LAST,
+        conf_inputs=1,
+        det_inputs=2,
+        run_inputs=1,
+        sse=True,
+        sse_order4=True,
+        apm_counts=1,
+        wide_final=True,
     )
     data = np.frombuffer(b"The cat sat. The cat sat on the mat.\n" * 8, np.uint8)
     enc, dec = ContextMixer(cfg, nibbles=nibbles), ContextMixer(cfg, nibbles=nibbles)
@@ -227,3 +237,36 @@ def test_with_the_order_4_apm_the_probability_coded_is_the_mean_of_five_apms():
     a.append(int(apm_predict(view(b, offs, V_APM4), int(view(b, offs, V_AIDX4)[1]) // 33, s)[0]))
     assert view(b, offs, V_P12)[1] == (sum(a) + 2) // 5
     assert layout(cfg)["apms"] == ((1 << cfg.apm_log) + MATCH_APM) * 33
+
+
+def test_a_wide_final_probability_is_the_mean_of_the_apms_in_16_bits():
+    cfg = dataclasses.replace(SMALL, level=2, wide_final=True)
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"abcabcabdabc" * 4, np.uint8))
+    b, offs = mixer.buffers, mixer.offs
+    aidx = view(b, offs, V_AIDX).reshape(256, N_APMS)
+    s = int(view(b, offs, V_SF)[1])
+    tables = {0: V_APM1, 1: V_APM2, 4: V_APMS, 5: V_APMS}
+    a = [int(apm_predict_bits(view(b, offs, v), int(aidx[1, k]) // 33, s, 16)[0])
+         for k, v in tables.items()]  # fmt: skip
+    assert view(b, offs, V_P12)[1] == (sum(a) + 2) // 4
+    assert any(v & 15 for v in a)  # finer than 12 bits
+
+
+def test_an_apm_in_16_bits_is_its_12_bit_probability_refined():
+    t = (np.arange(66, dtype=np.int64) * 977 % 65536).astype(np.uint16)
+    for st in (-2047, -1000, -1, 0, 63, 64, 65, 1500, 2047):
+        p12, i12 = apm_predict(t, 1, st)
+        p16, i16 = apm_predict_bits(t, 1, st, 16)
+        assert i12 == i16 and min(max(p16 >> 4, 1), 4095) == p12
+
+
+def test_the_16_bit_split_of_a_12_bit_probability_shifted_is_the_12_bit_split():
+    rng = np.random.default_rng(5)
+    p12 = rng.integers(1, 4096, 256).astype(np.int32)
+    for nib in (-1, 7):
+        a, b = np.zeros(32, np.int32), np.zeros(32, np.int32)
+        nibble_table(a, 0, np.zeros(32, np.int64), p12, nib)
+        nibble_table_bits(b, 0, np.zeros(32, np.int64), p12 << 4, nib, 16)
+        assert np.array_equal(a, b) and a[:16].sum() == 1 << 24

@@ -27,12 +27,18 @@ def apm_init(t):
 @kernel
 def apm_predict(t, ctx, st):
     """(12-bit probability, bucket to update) for stretch value st in context ctx."""
+    return apm_predict_bits(t, ctx, st, 12)
+
+
+@kernel
+def apm_predict_bits(t, ctx, st, bits):
+    """apm_predict with a probability of bits bits (at most 16, the buckets' own)."""
     u = np.int64(st) + 2048  # 1..4095
     lo = u >> 7
     w = u & 127
     base = ctx * 33 + lo
-    p = (np.int64(t[base]) * (128 - w) + np.int64(t[base + 1]) * w) >> 11
-    return min(max(p, 1), 4095), base + (w >> 6)
+    p = (np.int64(t[base]) * (128 - w) + np.int64(t[base + 1]) * w) >> (23 - bits)
+    return min(max(p, 1), (1 << bits) - 1), base + (w >> 6)
 
 
 @kernel

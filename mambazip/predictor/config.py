@@ -92,6 +92,7 @@ _BOOL_FIELDS = (
     "last_byte",
     "runs",
     "sse_order4",
+    "wide_final",
 )
 
 
@@ -145,6 +146,9 @@ class MixConfig:
     run_inputs: int = 0
     sse_order4: bool = False  # with the SSE pair, a third APM: order-4 hashed
     apm_counts: int = 0
+    # The node probabilities in 16 bits from the APMs to the coder's tables (else 12): a
+    # bit all but certain costs down to 2^-16 / ln 2 bits, not 2^-12 / ln 2.
+    wide_final: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs
 
@@ -326,6 +330,7 @@ _LATER = {
     "run_inputs": 0,
     "sse_order4": False,
     "apm_counts": 0,
+    "wide_final": False,
 }
 
 

@@ -21,7 +21,8 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
          (N_FINAL_ROWS * R_SETS,) final weights by depth or node; work of the last
          prediction: x (256 * NIN,) inputs, midx (256 * C,) adaptive-map entries, sel
          (256 * R_SETS,) weight-set rows, sst (256 * R_SETS,) their outputs,
-         sf (256,) final stretch, aidx (256 * N_APMS,) APM buckets, p12 (256,) node probabilities,
+         sf (256,) final stretch, aidx (256 * N_APMS,) APM buckets, p12 (256,) node probabilities
+         (12-bit; 16-bit with mix.wide_final),
          pm (256,) the Mamba's node probabilities, freq (256,) the frequency table, mode
          (256,) 1 where a node was predicted in full, 0 by the c0 weight set alone,
          nfreq (32,) format 5's two nibble tables; hmaps (C * 128,) and hidx (256 * C,) of
@@ -48,7 +49,7 @@ import numpy as np
 
 from ..jit import driver, driver_inline, kernel
 from ..kernels.step import FREQ_TOTAL
-from .apm import apm_predict, apm_update, apm_update_counted
+from .apm import apm_predict, apm_predict_bits, apm_update, apm_update_counted
 from .byte_pdf import node_prob, node_sums
 from .combiner import combine, train
 from .context import (
@@ -158,8 +159,8 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
  D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE,
- D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT) = range(40)  # fmt: skip
-N_DIMS = 40
+ D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT, D_PBITS) = range(41)  # fmt: skip
+N_DIMS = 41
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -336,9 +337,15 @@ def decayed_lr(lr, t):
 def split_node(mass, node, p):
     """Split mass[node] between its children by the 12-bit p(bit = 1), each child keeping at
     least its number of leaves (module docstring)."""
+    split_bits(mass, node, p, 12)
+
+
+@kernel
+def split_bits(mass, node, p, bits):
+    """split_node by a probability p of bits bits (16 with mix.wide_final)."""
     m = mass[node]
     leaves = np.int64(128) >> DEPTH[node]
-    r = (m * np.int64(p) + 2048) >> 12
+    r = (m * np.int64(p) + (1 << (bits - 1))) >> bits
     r = min(max(r, leaves), m - leaves)
     mass[2 * node + 1] = r
     mass[2 * node] = m - r
@@ -360,12 +367,18 @@ def nibble_table(nfreq, at, nmass, p12, nib):
     low nibble under high nibble nib) from the node probabilities p12 of its 15 nodes: the
     quantizer of tree_to_freqs on the nibble's own tree, FREQ_TOTAL at its root, each child
     keeping at least its number of leaves (8 >> local depth); nmass (32,) work."""
+    nibble_table_bits(nfreq, at, nmass, p12, nib, 12)
+
+
+@kernel
+def nibble_table_bits(nfreq, at, nmass, p12, nib, bits):
+    """nibble_table by probabilities of bits bits (16 with mix.wide_final)."""
     nmass[1] = FREQ_TOTAL
     for j in range(1, 16):
         node = j if nib < 0 else NODE2[nib, j]
         m = nmass[j]
         leaves = np.int64(8) >> DEPTH[j]
-        r = (m * np.int64(p12[node]) + 2048) >> 12
+        r = (m * np.int64(p12[node]) + (1 << (bits - 1))) >> bits
         r = min(max(r, leaves), m - leaves)
         nmass[2 * j + 1] = r
         nmass[2 * j] = m - r
@@ -438,7 +451,7 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
                       apms, expected[0], dims, c1, c2, h2, h3, xrow, node, full, use_pdf,
                       found[0 if nib < 0 else 1], sse4)  # fmt: skip
             p12[node] = p
-            split_node(mass, node, p)
+            split_bits(mass, node, p, dims[D_PBITS])
 
 
 @driver
@@ -448,8 +461,8 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     16-way table; _predict_low follows once the high nibble is known."""
     if dims[D_NIBBLES]:
         _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, -1, -1)
-        nibble_table(_carve(i32, offs, V_NFREQ), 0, _carve(i64, offs, V_NMASS),
-                     _carve(i32, offs, V_P12), -1)  # fmt: skip
+        nibble_table_bits(_carve(i32, offs, V_NFREQ), 0, _carve(i64, offs, V_NMASS),
+                          _carve(i32, offs, V_P12), -1, dims[D_PBITS])  # fmt: skip
         return
     _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, -1, 15)
     freq, mass = _carve(i32, offs, V_FREQ), _carve(i64, offs, V_MASS)
@@ -462,8 +475,8 @@ def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
     """Format 5: the 15 nodes under high nibble nib, nfreq[16:] the low nibble's table (pdf
     is not read: the high nibble's call kept the Mamba's node sums)."""
     _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib, nib)
-    nibble_table(_carve(i32, offs, V_NFREQ), 16, _carve(i64, offs, V_NMASS),
-                 _carve(i32, offs, V_P12), nib)  # fmt: skip
+    nibble_table_bits(_carve(i32, offs, V_NFREQ), 16, _carve(i64, offs, V_NMASS),
+                      _carve(i32, offs, V_P12), nib, dims[D_PBITS])  # fmt: skip
 
 
 @kernel
@@ -473,6 +486,7 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
     combiner and the APMs. A node the byte is unlikely to reach (not full) gets the c0 weight
     set alone, no APM: cheaper, and it rarely costs a bit."""
     nin, nsets = dims[D_NIN], dims[D_NSETS]
+    pb = dims[D_PBITS]  # bits of the probability returned: 12, or 16 with mix.wide_final
     depth = DEPTH[node]
     col = dims[D_CCOLS]
     match_sel = 0
@@ -517,7 +531,7 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
         s = combine(w, sel[node, 0], x, node, nin)
         sst[node, 0] = s
         sf[node] = s
-        return min(max(squash(s), 1), 4095)
+        return min(max(squash(s), 1), 4095) << (pb - 12)
     for j in range(nsets):
         sst[node, j] = combine(w, sel[node, j], x, node, nin)
     if dims[D_FINAL]:
@@ -530,16 +544,16 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
             acc += sst[node, j]
         s = acc // nsets
     sf[node] = s
-    p = squash(s)
+    p = squash(s) << (pb - 12)
     if dims[D_APM]:
-        a1, aidx[node, 0] = apm_predict(apm1, (c1 << 8) | node, s)
-        a2, aidx[node, 1] = apm_predict(apm2, h2 ^ node, s)
+        a1, aidx[node, 0] = apm_predict_bits(apm1, (c1 << 8) | node, s, pb)
+        a2, aidx[node, 1] = apm_predict_bits(apm2, h2 ^ node, s, pb)
         if dims[D_MEAPM] and use_pdf:
             if dims[D_MEAPM] == 1:
                 ectx = (expected << 8) | node
             else:
                 ectx = (((x[node, mcol] + 2048) >> 7) << 8) | node
-            a3, aidx[node, 3] = apm_predict(apme, ectx, s)
+            a3, aidx[node, 3] = apm_predict_bits(apme, ectx, s, pb)
             if dims[D_SSE] and dims[D_APM_MEAN]:
                 p = _sse(a1 + a2 + a3, 3, apms, aidx, dims, h3, match_sel, node, s, sse4)
             elif dims[D_SSE]:
@@ -552,7 +566,7 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
             p = _sse(2 * p + a1 + a2, 4, apms, aidx, dims, h3, match_sel, node, s, sse4)
         else:
             p = (2 * p + a1 + a2 + 2) >> 2
-    return min(max(p, 1), 4095)
+    return min(max(p, 1), (1 << pb) - 1)
 
 
 @kernel
@@ -560,10 +574,13 @@ def _sse(acc, n, apms, aidx, dims, h3, match_sel, node, s, sse4):
     """The mean of n probabilities summing to acc and of two more APMs of stretch value s: an
     order-3 hashed one, and one keyed by the match model's state and the node; with
     mix.apm_order4 (sse4 = (its table, its buckets, the context)), an order-4 hashed one too."""
-    a3, aidx[node, 4] = apm_predict(apms, h3 ^ node, s)
-    am, aidx[node, 5] = apm_predict(apms, dims[D_APM2_MASK] + 1 + (match_sel << 8) + node, s)
+    pb = dims[D_PBITS]
+    a3, aidx[node, 4] = apm_predict_bits(apms, h3 ^ node, s, pb)
+    am, aidx[node, 5] = apm_predict_bits(
+        apms, dims[D_APM2_MASK] + 1 + (match_sel << 8) + node, s, pb
+    )
     if sse4[0].shape[0] > 0:
-        a4, sse4[1][node] = apm_predict(sse4[0], sse4[2] ^ node, s)
+        a4, sse4[1][node] = apm_predict_bits(sse4[0], sse4[2] ^ node, s, pb)
         return (acc + a3 + am + a4 + (n + 3) // 2) // (n + 3)
     return (acc + a3 + am + (n + 2) // 2) // (n + 2)
 

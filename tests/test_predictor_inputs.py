@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from mambazip.errors import ConfigError
 from mambazip.predictor import SMALL, ContextMixer, MixConfig
 from mambazip.predictor.apm import apm_predict, apm_predict_bits, apm_update_counted
 from mambazip.predictor.context import RUN_ENTRIES, _deterministic, _history_kind
@@ -28,6 +29,7 @@ from mambazip.predictor.loop import (
     V_RIDX,
     V_SF,
     V_X,
+    group_column,
     layout,
     n_inputs,
     nibble_table,
@@ -270,3 +272,32 @@ def test_the_16_bit_split_of_a_12_bit_probability_shifted_is_the_12_bit_split():
         nibble_table(a, 0, np.zeros(32, np.int64), p12, nib)
         nibble_table_bits(b, 0, np.zeros(32, np.int64), p12 << 4, nib, 16)
         assert np.array_equal(a, b) and a[:16].sum() == 1 << 24
+
+
+def test_level_4_is_level_3_with_the_run_inputs():
+    level = dataclasses.replace(SMALL, level=4)
+    fields = dataclasses.replace(SMALL, level=3, run_inputs=1)
+    assert level.input_groups == fields.input_groups == ("counter", "history", "run")
+    assert level.context_kinds == fields.context_kinds
+    data = np.frombuffer(b"level one, level two\n" * 40, np.uint8)
+    a, b = ContextMixer(level, nibbles=True), ContextMixer(fields, nibbles=True)
+    a.prime()
+    b.prime()
+    assert np.array_equal(a.advance(data)[0], b.advance(data)[0])
+    assert level.memory_bytes() == fields.memory_bytes()
+
+
+def test_level_4_run_inputs_by_hand():
+    # The case of test_run_input_is_the_bit_the_last_byte_expects_learned_by_run_and_depth,
+    # with every part of level 4: o1's run inputs at nodes 1, 2, 3 are STRETCH[682],
+    # STRETCH[3413] and none; its column is after the counter and history inputs.
+    cfg = dataclasses.replace(SMALL, level=4)
+    _, x = _x_after(cfg, b"abaca")
+    col = group_column(cfg, "run")
+    assert col == 2 * len(cfg.context_kinds)
+    assert [x[n, col + O1] for n in (1, 2, 3)] == [-412, 412, 0]
+
+
+def test_level_5_is_refused():
+    with pytest.raises(ConfigError, match="level"):
+        MixConfig.from_dict({**SMALL.to_dict(), "level": 5})

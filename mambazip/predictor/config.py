@@ -34,6 +34,8 @@ LEVEL2_SETS = ("classes", "wordlen", "c1depth")
 LEVEL2_DEAD_ZONE = 32  # and the combiners' dead zone, where dead_zone is 0
 # What level 3 adds to level 2: these contexts (after level 1's), the run counts per slot.
 LEVEL3_CONTEXTS = ("nest",)
+# What level 4 adds to level 3: the run input of each context model (run_inputs 1).
+LEVEL4_RUN_INPUTS = 1
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -60,7 +62,7 @@ _INT_BOUNDS = {
     # An APM after the combiner keyed by the node and (1) the Mamba's expected byte or (2) its
     # node probability quantised to 32 stretch buckets; 0: none.
     "mamba_eapm": (0, 2),
-    "level": (0, 3),
+    "level": (0, 4),
     "counter_rates": (0, 1),  # counters.COUNTER_RATES's row
     # With the SSE pair, the probability coded is the mean of the APMs and the combiner's (0)
     # or of the APMs alone (1).
@@ -150,7 +152,7 @@ class MixConfig:
     # bit all but certain costs down to 2^-16 / ln 2 bits, not 2^-12 / ln 2.
     wide_final: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
-    # also LEVEL3_CONTEXTS and the runs
+    # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS)
 
     def __post_init__(self):
         for field, names in (("contexts", EXTRA_KINDS), ("sets", EXTRA_SETS)):
@@ -236,8 +238,15 @@ class MixConfig:
             groups += ("history",)
             groups += ("conf",) if self.conf_inputs else ()
             groups += ("det",) if self.det_inputs else ()
-            groups += ("run",) if self.run_inputs and self.slot_last_byte else ()
+            groups += ("run",) if self.run_mode and self.slot_last_byte else ()
         return groups
+
+    @property
+    def run_mode(self):
+        """run_inputs, or level 4's where it is 0."""
+        if self.run_inputs == 0 and self.level >= 4:
+            return LEVEL4_RUN_INPUTS
+        return self.run_inputs
 
     @property
     def apm_order4(self):

@@ -253,7 +253,7 @@ def layout(cfg):
         "xstart": len(cfg.weight_sets),
         "xrow": len(cfg.weight_sets),
         "runs": (1 << cfg.ctx_log) if cfg.slot_runs else 0,
-        "rmaps": C * RUN_ENTRIES * (3 if cfg.run_inputs == 2 else 1)
+        "rmaps": C * RUN_ENTRIES * (3 if cfg.run_mode == 2 else 1)
         if "run" in cfg.input_groups
         else 0,
         "ridx": 256 * C if "run" in cfg.input_groups else 0,

@@ -274,9 +274,9 @@ def test_the_16_bit_split_of_a_12_bit_probability_shifted_is_the_12_bit_split():
         assert np.array_equal(a, b) and a[:16].sum() == 1 << 24
 
 
-def test_level_4_is_level_3_with_the_run_inputs():
+def test_level_4_is_level_3_with_the_run_inputs_and_the_wide_final_probability():
     level = dataclasses.replace(SMALL, level=4)
-    fields = dataclasses.replace(SMALL, level=3, run_inputs=1)
+    fields = dataclasses.replace(SMALL, level=3, run_inputs=1, wide_final=True)
     assert level.input_groups == fields.input_groups == ("counter", "history", "run")
     assert level.context_kinds == fields.context_kinds
     data = np.frombuffer(b"level one, level two\n" * 40, np.uint8)
@@ -285,6 +285,7 @@ def test_level_4_is_level_3_with_the_run_inputs():
     b.prime()
     assert np.array_equal(a.advance(data)[0], b.advance(data)[0])
     assert level.memory_bytes() == fields.memory_bytes()
+    assert view(a.buffers, a.offs, V_P12).max() > 4095  # 16-bit probabilities
 
 
 def test_level_4_run_inputs_by_hand():

@@ -180,7 +180,7 @@ class ContextMixer:
         dims[D_DMODE] = cfg.det_inputs
         dims[D_RUN] = group_column(cfg, "run")
         dims[D_ACOUNT] = cfg.apm_counts
-        dims[D_PBITS] = 16 if cfg.wide_final else 12
+        dims[D_PBITS] = 16 if cfg.wide else 12
         return dims
 
     def _init_tables(self, cfg):

@@ -34,7 +34,8 @@ LEVEL2_SETS = ("classes", "wordlen", "c1depth")
 LEVEL2_DEAD_ZONE = 32  # and the combiners' dead zone, where dead_zone is 0
 # What level 3 adds to level 2: these contexts (after level 1's), the run counts per slot.
 LEVEL3_CONTEXTS = ("nest",)
-# What level 4 adds to level 3: the run input of each context model (run_inputs 1).
+# What level 4 adds to level 3: the run input of each context model (run_inputs 1), the
+# 16-bit final probabilities (wide_final).
 LEVEL4_RUN_INPUTS = 1
 
 # (low, high) inclusive bounds of the integer fields.
@@ -152,7 +153,8 @@ class MixConfig:
     # bit all but certain costs down to 2^-16 / ln 2 bits, not 2^-12 / ln 2.
     wide_final: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
-    # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS)
+    # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
+    # wide final probabilities
 
     def __post_init__(self):
         for field, names in (("contexts", EXTRA_KINDS), ("sets", EXTRA_SETS)):
@@ -247,6 +249,10 @@ class MixConfig:
         if self.run_inputs == 0 and self.level >= 4:
             return LEVEL4_RUN_INPUTS
         return self.run_inputs
+
+    @property
+    def wide(self):
+        return self.wide_final or self.level >= 4
 
     @property
     def apm_order4(self):

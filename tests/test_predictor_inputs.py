@@ -302,3 +302,23 @@ def test_level_4_run_inputs_by_hand():
 def test_level_5_is_refused():
     with pytest.raises(ConfigError, match="level"):
         MixConfig.from_dict({**SMALL.to_dict(), "level": 5})
+
+
+def test_decoder_steps_equal_advance_at_level_4_with_the_mamba():
+    cfg = dataclasses.replace(
+        SMALL, mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, level=4, combiner_lr=4
+    )  # the default preset's form
+    rng = np.random.default_rng(4)
+    data = rng.integers(0, 4, 600).astype(np.uint8) + 97
+    pdfs = (rng.random((data.size + 1, 256)) ** 6).astype(np.float32)
+    enc, dec = ContextMixer(cfg, nibbles=True), ContextMixer(cfg, nibbles=True)
+    enc.prime(pdfs[0])
+    dec.prime(pdfs[0])
+    freqs, p = enc.advance(data, pdfs[1:])
+    for i, byte in enumerate(data):
+        assert np.array_equal(dec.freq, freqs[i, :16]), i
+        dec.advance_nibble(byte >> 4)
+        assert np.array_equal(dec.freq_low, freqs[i, 16:]), i
+        dec.advance_byte(byte, pdfs[i + 1])
+    assert np.array_equal(dec.freq, enc.freq)
+    assert -np.log2(p).sum() / data.size < 2.5  # four letters: it learns them

@@ -125,7 +125,7 @@ def _is_int(value):
 # The recipe knobs at the values that reproduce the training of the formats before them.
 RECIPE_DEFAULTS = {
     "beta2_warmup": False, "lr_scale": (), "horizon": 0, "curriculum": 0, "iters": 1,
-    "replay_every": 0, "replay_window": 0, "replay_passes": 1,
+    "replay_every": 0, "replay_window": 0, "replay_passes": 1, "rerun": True,
 }  # fmt: skip
 # A replay holds its window in memory and a pass costs a forward and backward per byte:
 # both bounded, so that a header cannot buy unbounded work per byte.
@@ -155,7 +155,12 @@ class TrainConfig:
     ``curriculum`` > 0 the horizon starts at bptt and grows by bptt every ``curriculum``
     bytes learned. ``iters``: optimizer steps per update on the same window. Replay: every
     ``replay_every`` bytes learned, ``replay_passes`` passes of truncated BPTT over the last
-    ``replay_window`` bytes, from the zero state, without moving the schedule's clock."""
+    ``replay_window`` bytes, from the zero state, without moving the schedule's clock.
+    ``rerun``: after its update a segment is run again from its start state with the new
+    weights, and the next byte is fed from the state they reach; false: fed from the state
+    the forwards already computed with the old weights (the new weights predict from the
+    next byte on), which saves a forward per byte. Without a horizon only: a horizon's kept
+    forwards are replayed from the states the rerun saves."""
 
     optimizer: str = "adam"
     lr: float = 1e-3
@@ -175,6 +180,7 @@ class TrainConfig:
     replay_every: int = 0
     replay_window: int = 0
     replay_passes: int = 1
+    rerun: bool = True
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -197,8 +203,9 @@ class TrainConfig:
         bptt = self.bptt
         if not _is_int(bptt) or not 1 <= bptt <= MAX_BPTT:
             raise ConfigError(f"bptt must be an integer in 1..{MAX_BPTT}, got {bptt!r}")
-        if not isinstance(self.beta2_warmup, bool):
-            raise ConfigError("beta2_warmup must be true or false")
+        for name in ("beta2_warmup", "rerun"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false")
         self._check_lr_scale()
         for name, lo, hi in _RECIPE_BOUNDS:
             value = getattr(self, name)
@@ -220,6 +227,11 @@ class TrainConfig:
                               "at updates")  # fmt: skip
         if bptt == 1 and (self.horizon > 1 or self.iters > 1 or self.replay_every):
             raise ConfigError("horizon, iters and replay need bptt > 1")
+        if not self.rerun and (bptt == 1 or self.horizon):
+            raise ConfigError(
+                "rerun false needs bptt > 1 and no horizon (bptt 1 has no "
+                "rerun; a horizon replays from the states it saves)"
+            )
         if self.extra_work > MAX_EXTRA_WORK:
             raise ConfigError(f"iters x horizon / bptt + replay_passes x replay_window / "
                               f"replay_every is {self.extra_work:.0f} training bytes per byte, "

@@ -18,6 +18,7 @@ from .kernels.segment import (
     P_ITERS,
     P_REPLAY_EVERY,
     P_REPLAY_PASSES,
+    P_RERUN,
     P_WINDOW,
     run_segments,
     segment_backward,
@@ -242,6 +243,7 @@ class OnlineLearner:
             self.plan[P_ITERS] = train.iters
             self.plan[P_REPLAY_EVERY] = train.replay_every
             self.plan[P_REPLAY_PASSES] = train.replay_passes
+            self.plan[P_RERUN] = train.rerun
         # Priming: the first byte is predicted after a fixed 0.
         self._forward(0)
         quantize(self.freq, self._probs())
@@ -342,4 +344,5 @@ class OnlineLearner:
             m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets, self.need,
             self.ranges, self.lrs, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters,
             self.seg, known, False, new, True, self.settings.train.iters,
+            self.settings.train.rerun,
         )  # fmt: skip

@@ -236,6 +236,11 @@ recipe_options = stack_options(
                       "bytes (0: never)."),
     click.option("--replay-window", type=int, help="Bytes of history a replay learns."),
     click.option("--replay-passes", type=int, help="Passes over the window per replay."),
+    click.option("--rerun/--no-rerun", default=None,
+                 help="After each update, run the segment again with the new weights so "
+                      "that the next byte is fed from the state they reach (the default); "
+                      "--no-rerun feeds it from the state already computed: a forward per "
+                      "byte less (needs --bptt > 1, no --horizon)."),
 )  # fmt: skip
 
 

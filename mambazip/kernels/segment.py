@@ -5,7 +5,9 @@ saved start state. When its last target is known, the gradient of the mean loss 
 segment flows back through time (the SSM state and the convolution's inputs), one optimizer
 step is taken, and the segment is run again from its start state with the new weights, so
 that the live state is the one the updated model would have reached. That rerun forms no
-pdfs and goes layer by layer over all its inputs (``forward.model_rerun``).
+pdfs and goes layer by layer over all its inputs (``forward.model_rerun``). Without it
+(P_RERUN 0, config's ``rerun`` false) the live state stays the one the segment's forwards
+reached with the old weights: the next byte is fed to the new weights from there.
 
 ``A`` (L, E, N) = -exp(A_log) goes with ``theta``: the optimizer step renews it.
 
@@ -36,7 +38,7 @@ Numba two arrays instead of twenty:
 
 ``plan`` (N_PLAN,) int64 says how the online loop learns (config.TrainConfig): P_BPTT the
 stride, P_WINDOW the horizon H, P_CHUNK, P_HISTORY W, P_CURRICULUM, P_ITERS, P_REPLAY_EVERY,
-P_REPLAY_PASSES.
+P_REPLAY_PASSES, P_RERUN (1: rerun each segment after its update).
 """
 
 from collections import namedtuple
@@ -69,8 +71,8 @@ Segment = namedtuple(
 )  # fmt: skip
 
 (P_BPTT, P_WINDOW, P_CHUNK, P_HISTORY, P_CURRICULUM, P_ITERS, P_REPLAY_EVERY,
- P_REPLAY_PASSES) = range(8)  # fmt: skip
-N_PLAN = 8
+ P_REPLAY_PASSES, P_RERUN) = range(9)  # fmt: skip
+N_PLAN = 9
 
 
 @jit
@@ -219,12 +221,21 @@ def _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_
 @jit
 def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                    conv_state, ssm_state, counters, seg, n_steps, live, n_new, clock,
-                   iters):  # fmt: skip
+                   iters, rerun):  # fmt: skip
     """Learn the newest ``n_new`` targets of the segment's first ``n_steps`` forwards (the
     older ones are marked negative: the gradient only passes through them) with ``iters``
     optimizer steps, the forwards run again with the weights of each before the next; with
-    ``clock`` the schedule's clock moves by the n_new bytes. Then rerun them from the
-    segment's start state with the new weights and open a new, empty segment."""
+    ``clock`` the schedule's clock moves by the n_new bytes. Then, with ``rerun``, rerun them
+    from the segment's start state with the new weights (else put back the live state the
+    forwards left) and open a new, empty segment."""
+    # The backward leaves the live state alone only when it replays nothing.
+    keep = not rerun and (iters > 1 or not live or n_steps > seg.work.shape[0])
+    live_conv = np.empty(conv_state.shape if keep else (0, 0, 0), dtype=f32)
+    live_ssm = np.empty(ssm_state.shape if keep else (0, 0, 0), dtype=f32)
+    live_pos = counters[C_POS]
+    if keep:
+        live_conv[...] = conv_state
+        live_ssm[...] = ssm_state
     for it in range(iters):
         if it > 0:
             _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps)
@@ -234,7 +245,14 @@ def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims
             counters[C_BYTES] += n_new
         optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                        counters, counters[C_BYTES])  # fmt: skip
-    _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps)
+    if rerun:
+        _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps)
+    else:
+        if keep:
+            conv_state[...] = live_conv
+            ssm_state[...] = live_ssm
+            counters[C_POS] = live_pos
+        counters[C_LAST_INPUT] = seg.inputs[n_steps - 1]
     counters[C_SEG] = 0
 
 
@@ -269,11 +287,12 @@ def _slide(seg, n_steps, keep):
 
 @jit
 def replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper, conv_state,
-           ssm_state, counters, seg, rep, passes):  # fmt: skip
+           ssm_state, counters, seg, rep, passes, rerun):  # fmt: skip
     """``passes`` passes of the online loop's truncated BPTT over the bytes of ``seg.hist``,
     oldest first, in segments of ``rep``: each pass from the zero state and primed with a 0
     as a stream is, so that a pass is what learning those bytes as a new stream would do,
-    without moving the schedule's clock. The live state and counters are put back."""
+    without moving the schedule's clock; ``rerun`` as in ``segment_update``. The live state
+    and counters are put back."""
     W = seg.hist.shape[0]
     pushed = seg.hist_n[0]
     n = min(pushed, W)
@@ -295,12 +314,12 @@ def replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
             if t == bptt:
                 segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims,
                                hyper, conv_state, ssm_state, counters, rep, t, True, t,
-                               False, 1)  # fmt: skip
+                               False, 1, rerun)  # fmt: skip
         t = counters[C_SEG]
         if t > 0:
             segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                            conv_state, ssm_state, counters, rep, t, True, t, False,
-                           1)  # fmt: skip
+                           1, rerun)  # fmt: skip
     conv_state[...] = live_conv
     ssm_state[...] = live_ssm
     counters[C_POS], counters[C_LAST_INPUT], counters[C_SEG] = live_pos, live_input, live_seg
@@ -326,6 +345,7 @@ def run_segments(
     bptt, chunk, history = plan[P_BPTT], plan[P_CHUNK], plan[P_HISTORY]
     seg = segment_views(seg_ints, seg_floats, dims, plan[P_WINDOW], chunk, history)
     every = plan[P_REPLAY_EVERY]
+    rerun = plan[P_RERUN] != 0
     for i in range(data.shape[0]):
         b = data[i]
         if history > 0:
@@ -337,7 +357,7 @@ def run_segments(
         if (t + 1) % bptt == 0:
             segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                            conv_state, ssm_state, counters, seg, t + 1, True, bptt, True,
-                           plan[P_ITERS])  # fmt: skip
+                           plan[P_ITERS], rerun)  # fmt: skip
             keep = min(t + 1, window_at(plan, counters[C_BYTES]) - bptt)
             _slide(seg, t + 1, keep)
             counters[C_SEG] = keep
@@ -346,7 +366,7 @@ def run_segments(
                 rep = segment_views(rep_ints, rep_floats, dims, bptt, chunk, 0)
                 replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                        conv_state, ssm_state, counters, seg, rep,
-                       plan[P_REPLAY_PASSES])  # fmt: skip
+                       plan[P_REPLAY_PASSES], rerun)  # fmt: skip
                 if keep > 0:
                     _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, keep)
         segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, b)

@@ -1,0 +1,172 @@
+"""The recipe knob ``rerun`` (config.TrainConfig): true, the default, reruns each segment
+with the new weights after its update, as every file before it; false feeds the next byte
+from the state the segment's forwards reached under the old weights. Stated against a
+trainer without the rerun written here from the model's forward and segment gradient,
+recorded in the header only when false, and decoded to the same bytes."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import mambazip
+from mambazip import container
+from mambazip.cli import cli
+from mambazip.config import ConfigError, Settings, TrainConfig
+from mambazip.kernels.step import quantize
+from mambazip.model import Model, OnlineLearner
+from mambazip.params import Params
+
+try:  # tests/ as a package or as a plain directory on sys.path
+    from . import finite_differences as fdm
+    from .conftest import TINY_MODEL
+except ImportError:
+    import finite_differences as fdm
+    from conftest import TINY_MODEL
+
+f32 = np.float32
+SEED = 20241129
+NAME = "k4-allbias-untied"
+LR = 0.05
+BYTES = b"\x00mamba\xffzips bytes!!! and more of them"
+TEXT = b"".join(b"%d: the state runs on, the weights move under it\n" % i for i in range(40))
+
+
+def _params():
+    cfg, tensors = fdm.perturbed_setup(NAME, SEED)
+    return cfg, Params.from_hf(cfg, {k: v.copy() for k, v in tensors.items()})
+
+
+def _learner(replay_chunk=None, **train):
+    cfg, params = _params()
+    return OnlineLearner(Settings(model=cfg, train=TrainConfig(**train)), params=params,
+                         replay_chunk=replay_chunk)  # fmt: skip
+
+
+def _data(n):
+    return np.frombuffer(BYTES[:n], dtype=np.uint8)
+
+
+def _moved_to(cfg, flat, model):
+    """A Model of weights ``flat`` in the state of ``model``."""
+    out = Model(cfg, Params(cfg, flat.copy()))
+    out.conv_state[...], out.ssm_state[...] = model.conv_state, model.ssm_state
+    out.counters[...] = model.counters
+    return out
+
+
+def _without_rerun(data, bptt):
+    """SGD truncated BPTT without the rerun: each segment's gradient from the state at its
+    start, the weights stepped, and the state the forwards left fed the next byte under the
+    new weights. Returns (p of each byte, final weights, pdf of the byte after data)."""
+    cfg, params = _params()
+    model = Model(cfg, params)
+    start = _moved_to(cfg, model.params.flat, model)
+    pdf = model.forward(0)
+    inputs, targets, coded = [0], [], []
+    for b in data.tolist():
+        coded.append(pdf[b])
+        targets.append(b)
+        if len(targets) == bptt:
+            grads = start.segment_gradient(inputs, targets)
+            hf = model.params.to_hf()
+            stepped = {k: hf[k] - f32(LR) * g for k, g in grads.items()}
+            model = _moved_to(cfg, Params.from_hf(cfg, stepped).flat, model)
+            start = _moved_to(cfg, model.params.flat, model)
+            inputs, targets = [], []
+        pdf = model.forward(b)
+        inputs.append(b)
+    return np.array(coded, dtype=f32), model.params.flat, pdf
+
+
+def test_without_rerun_the_next_byte_is_fed_from_the_state_the_old_weights_reached():
+    data = _data(11)
+    learner = _learner(optimizer="sgd", lr=LR, bptt=4, rerun=False)
+    _, p = learner.advance(data)
+    want_p, want_flat, want_pdf = _without_rerun(data, 4)
+    assert learner.step == 2
+    assert np.array_equal(p, want_p)
+    assert np.array_equal(learner.model.params.flat, want_flat)
+    want = np.zeros_like(learner.freq)
+    quantize(want, want_pdf)
+    assert np.array_equal(learner.freq, want)
+
+
+def test_without_rerun_the_pdfs_differ_from_the_rerun_after_the_first_update():
+    data = _data(11)
+    _, rerun = _learner(optimizer="sgd", lr=LR, bptt=4).advance(data)
+    _, skip = _learner(optimizer="sgd", lr=LR, bptt=4, rerun=False).advance(data)
+    assert np.array_equal(rerun[:4], skip[:4])
+    assert not np.array_equal(rerun[4:], skip[4:])
+
+
+@pytest.mark.parametrize("iters", [1, 2])
+def test_without_rerun_the_bits_do_not_depend_on_the_activation_chunk(iters):
+    """Chunks shorter than the segment make the backward replay them, moving the live
+    state, which must then be put back; so do the steps after the first of ``iters``."""
+    data = _data(23)
+    train = {"optimizer": "adam", "lr": 0.01, "bptt": 6, "iters": iters, "rerun": False}
+    whole = _learner(**train)
+    freqs, p = whole.advance(data)
+    for chunk in (1, 4):
+        chunked = _learner(replay_chunk=chunk, **train)
+        got_freqs, got_p = chunked.advance(data)
+        assert np.array_equal(got_freqs, freqs) and np.array_equal(got_p, p)
+        assert np.array_equal(chunked.model.params.flat, whole.model.params.flat)
+        assert np.array_equal(chunked.model.ssm_state, whole.model.ssm_state)
+
+
+def test_finish_without_rerun_learns_the_last_bytes_and_keeps_the_live_state():
+    data = _data(10)
+    learner = _learner(optimizer="sgd", lr=LR, bptt=4, rerun=False)
+    learner.advance(data)
+    conv, ssm = learner.model.conv_state.copy(), learner.model.ssm_state.copy()
+    before = learner.model.params.flat.copy()
+    learner.finish()
+    assert learner.step == 3
+    assert not np.array_equal(learner.model.params.flat, before)
+    assert np.array_equal(learner.model.conv_state, conv)
+    assert np.array_equal(learner.model.ssm_state, ssm)
+
+
+def test_rerun_true_is_left_out_of_the_header_and_false_is_recorded():
+    assert "rerun" not in TrainConfig(bptt=16).to_dict()
+    assert TrainConfig(bptt=16, rerun=False).to_dict()["rerun"] is False
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ({"bptt": 1, "rerun": False}, "rerun false needs bptt > 1"),
+        ({"bptt": 16, "horizon": 32, "rerun": False}, "no horizon"),
+        ({"bptt": 16, "rerun": 0}, "rerun must be true or false"),
+    ],
+)
+def test_rerun_false_out_of_its_bounds_is_refused(train, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**train)
+
+
+@pytest.mark.parametrize("mix", ["none", "full"])
+def test_rerun_false_is_recorded_in_the_header_and_decodes_to_the_input(mix):
+    settings = mambazip.resolve_settings(model=TINY_MODEL, train={"rerun": False}, mix=mix)
+    blob = mambazip.compress(TEXT, settings)
+    assert container.read_header(io.BytesIO(blob))["settings"] == settings
+    assert mambazip.decompress(blob) == TEXT
+    plain = mambazip.compress(TEXT, mambazip.resolve_settings(model=TINY_MODEL, mix=mix))
+    assert plain != blob, "skipping the rerun changes the coded bits"
+
+
+def test_the_cli_no_rerun_flag_sets_it(tmp_path, tiny_flags):
+    src = tmp_path / "a.txt"
+    src.write_bytes(TEXT)
+    runner = CliRunner()
+    made = runner.invoke(cli, ["compress", "-q", *tiny_flags, "--no-rerun", str(src)])
+    assert made.exit_code == 0, made.output
+    header = container.read_header(io.BytesIO((tmp_path / "a.txt.mz").read_bytes()))
+    assert header["settings"].train.rerun is False
+    back = runner.invoke(cli, ["decompress", "-q", "-c", str(tmp_path / "a.txt.mz")])
+    assert back.exit_code == 0 and back.stdout_bytes == TEXT

@@ -9,7 +9,8 @@ and reports µs per byte:
 * ``forward``: one forward with the head (``forward_byte``);
 * ``backward``: the backward of the 16 tokens of a segment (``backward_tokens``), and of that
   the weight-gradient terms (``flush_weight_grads``, not counted again in the sum);
-* ``re-forward``: the state-only rerun of a segment after its update (``model_rerun``);
+* ``re-forward``: the state-only rerun of a segment after its update (``model_rerun``; with
+  ``--no-rerun`` the loop skips it, so it is left out of the sum);
 * ``optimizer``: one update, divided by the segment length (ten updates of a zero gradient:
   more would let the moments decay into subnormal numbers, whose arithmetic is slow).
 
@@ -21,6 +22,7 @@ numbers from one run only.
 
     .venv/bin/python scripts/profile_step.py --preset default
     .venv/bin/python scripts/profile_step.py --preset default --d-model 64 --n-layer 2
+    .venv/bin/python scripts/profile_step.py --preset default --no-rerun
 """
 
 import argparse
@@ -116,9 +118,11 @@ def main():
     p.add_argument("--file", type=Path, default=CORPUS / "enwik8" / "enwik6")
     p.add_argument("--train", type=int, default=20000, help="bytes learned before timing")
     p.add_argument("--loop", type=int, default=20000, help="bytes of the timed loop")
+    p.add_argument("--no-rerun", action="store_true", help="the recipe's rerun false")
     args = p.parse_args()
     model = {"d_model": args.d_model, "n_layer": args.n_layer, "d_state": args.d_state}
-    settings = resolve_settings(args.preset, model=model)
+    train = {"rerun": False} if args.no_rerun else None
+    settings = resolve_settings(args.preset, model=model, train=train)
     if settings.train.bptt < 2:
         p.error("this profile is of the truncated-BPTT loop: the settings have bptt 1")
     data = np.frombuffer(args.file.read_bytes()[: args.train + args.loop + 1], dtype=np.uint8)
@@ -158,8 +162,11 @@ def main():
     cfg = settings.model
     print(
         f"d_model {cfg.d_model} x {cfg.n_layer} layers, d_inner {cfg.d_inner}, "
-        f"d_state {cfg.d_state}, bptt {bptt}; after {args.train} bytes of {args.file.name}"
+        f"d_state {cfg.d_state}, bptt {bptt}, rerun {settings.train.rerun}; after "
+        f"{args.train} bytes of {args.file.name}"
     )
+    if not settings.train.rerun:
+        print(f"{'(re-forward, not run)':24s} {parts.pop('re-forward') * 1e6:7.1f} µs/byte")
     print(f"{'loop (run_segments)':24s} {loop * 1e6:7.1f} µs/byte  ({1e-3 / loop:.2f} KB/s)")
     flush = _timed(_flushes, grad, offs, dims, seg, learner.need, reps=200) / per_segment
     for name, seconds in parts.items():

@@ -170,3 +170,32 @@ def test_the_cli_no_rerun_flag_sets_it(tmp_path, tiny_flags):
     assert header["settings"].train.rerun is False
     back = runner.invoke(cli, ["decompress", "-q", "-c", str(tmp_path / "a.txt.mz")])
     assert back.exit_code == 0 and back.stdout_bytes == TEXT
+
+
+def test_without_rerun_a_replay_pass_learns_the_window_as_a_new_stream_without_rerun_would():
+    """As test_recipe's replay test, both learners without the rerun: the replay's own
+    segments follow the setting too."""
+    train = {"optimizer": "adam", "lr": 0.01, "bptt": 4, "decay": 0, "rerun": False}
+    data = _data(8)
+    with_replay = _learner(replay_every=8, replay_window=6, **train)
+    with_replay.advance(data)
+    without = _learner(**train)
+    without.advance(data)
+    cfg, _ = _params()
+    fresh = OnlineLearner(
+        Settings(model=cfg, train=TrainConfig(**train)),
+        params=Params(cfg, without.model.params.flat.copy()),
+        moments=(without.adam_m, without.adam_v), step=without.step,
+    )  # fmt: skip
+    fresh.advance(data[2:])
+    fresh.finish()
+    assert np.array_equal(with_replay.model.params.flat, fresh.model.params.flat)
+    rerun = {**train, "rerun": True}
+    fresh_rerun = OnlineLearner(
+        Settings(model=cfg, train=TrainConfig(**rerun)),
+        params=Params(cfg, without.model.params.flat.copy()),
+        moments=(without.adam_m, without.adam_v), step=without.step,
+    )  # fmt: skip
+    fresh_rerun.advance(data[2:])
+    fresh_rerun.finish()
+    assert not np.array_equal(with_replay.model.params.flat, fresh_rerun.model.params.flat)

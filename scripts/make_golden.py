@@ -289,22 +289,27 @@ def compress_case(data, settings, options):
 
 
 def main(only=None):
-    """Write the current version's cases, or only the case named ``only``."""
-    GOLDEN.mkdir(parents=True, exist_ok=True)
-    for name, (data, model, train, *rest) in CASES[VERSION].items():
-        options = rest[0] if rest else {}
-        if "prior" in options:
-            name = name.replace("PRIOR", priors.preset_prior(options["prior"])[:16])
-        if only is not None and name != only:
-            continue
-        settings = settings_of(model, train, options)
-        blob = compress_case(data, settings, options)
-        assert read_header(io.BytesIO(blob))["version"] == VERSION, name
-        assert mambazip.decompress(blob) == data
-        (GOLDEN / f"{name}.bin").write_bytes(data)
-        (GOLDEN / f"{name}.mz").write_bytes(blob)
-        digest = hashlib.sha256(blob).hexdigest()
-        print(f"{name}: {len(data)} -> {len(blob)} bytes, sha256 {digest}")
+    """Write the current version's cases, or only the case named ``only`` (of any version:
+    a case added later to an older version's list, such as a new prior's file of version
+    6, is written into that version's folder)."""
+    versions = [VERSION] if only is None else sorted(CASES)
+    for version in versions:
+        golden = GOLDEN.parent / f"v{version}"
+        for name, (data, model, train, *rest) in CASES[version].items():
+            options = rest[0] if rest else {}
+            if "prior" in options:
+                name = name.replace("PRIOR", priors.preset_prior(options["prior"])[:16])
+            if only is not None and name != only:
+                continue
+            settings = settings_of(model, train, options)
+            blob = compress_case(data, settings, options)
+            assert read_header(io.BytesIO(blob))["version"] == version, name
+            assert mambazip.decompress(blob) == data
+            golden.mkdir(parents=True, exist_ok=True)
+            (golden / f"{name}.bin").write_bytes(data)
+            (golden / f"{name}.mz").write_bytes(blob)
+            digest = hashlib.sha256(blob).hexdigest()
+            print(f"{name}: {len(data)} -> {len(blob)} bytes, sha256 {digest}")
 
 
 if __name__ == "__main__":

@@ -400,6 +400,10 @@ def resolve_settings(preset="default", model=None, train=None, seed=None, mix=No
     if "d_model" in model:
         model.setdefault("d_inner", 2 * model["d_model"])
         model.setdefault("dt_rank", -(-model["d_model"] // 16))
+    if "rerun" not in train and (train.get("bptt") == 1 or train.get("horizon")):
+        # A preset's rerun false (a speed choice) cannot hold with these (TrainConfig): the
+        # recipe the user asked for wins, with the rerun it needs.
+        train["rerun"] = True
     data["model"] = {**data["model"], **model}
     data["train"] = {**data.get("train", {}), **train}
     if seed is not None:

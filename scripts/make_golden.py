@@ -221,6 +221,14 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default"},
         ),
+        # The default preset of V6_BASES entry 7 (level 4, the Mamba promoted, final_lr 1,
+        # no rerun): its header names that base alone.
+        "default-base7-prior-PRIOR-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": "default"},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (

@@ -156,7 +156,8 @@ def test_rerun_false_is_recorded_in_the_header_and_decodes_to_the_input(mix):
     blob = mambazip.compress(TEXT, settings)
     assert container.read_header(io.BytesIO(blob))["settings"] == settings
     assert mambazip.decompress(blob) == TEXT
-    plain = mambazip.compress(TEXT, mambazip.resolve_settings(model=TINY_MODEL, mix=mix))
+    rerun = mambazip.resolve_settings(model=TINY_MODEL, train={"rerun": True}, mix=mix)
+    plain = mambazip.compress(TEXT, rerun)
     assert plain != blob, "skipping the rerun changes the coded bits"
 
 
@@ -199,3 +200,14 @@ def test_without_rerun_a_replay_pass_learns_the_window_as_a_new_stream_without_r
     fresh_rerun.advance(data[2:])
     fresh_rerun.finish()
     assert not np.array_equal(with_replay.model.params.flat, fresh_rerun.model.params.flat)
+
+
+@pytest.mark.parametrize("train", [{"bptt": 1}, {"horizon": 32}])
+def test_a_recipe_that_needs_the_rerun_takes_it_back_from_a_preset_without_it(train):
+    """The default preset skips the rerun; bptt 1 and a horizon cannot (TrainConfig refuses
+    rerun false with them), so asking for either brings the rerun back, and asking for it
+    to be skipped as well is still refused."""
+    assert mambazip.resolve_settings("default").train.rerun is False
+    assert mambazip.resolve_settings("default", train=train).train.rerun is True
+    with pytest.raises(ConfigError, match="rerun false"):
+        mambazip.resolve_settings("default", train={**train, "rerun": False})

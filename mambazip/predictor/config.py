@@ -383,8 +383,12 @@ FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
 # (benchmarks/sweep-2026-12-03-level2.md).
 # Fourteenth session, 2026-12-03: level 3 (the nest context, the runs of the last byte):
 # 1.8496/2.2136/1.8971/1.6642 (benchmarks/sweep-2026-12-03-level3.md).
+# Fifteenth session, 2026-12-03: level 4 (a run input per context model, 16-bit final
+# probabilities), the Mamba's inputs promoted, final_lr 1: the whole default's ideal bits on
+# the same Mamba pdfs, enwik6/book1/alice29.txt/obj2 1.7632/2.1490/1.8303/1.5551 ->
+# 1.7561/2.1466/1.8280/1.5430 (benchmarks/sweep-2026-12-03-mamba-mix.md, scripts/sweep_mix.py).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
-                    level=3, combiner_lr=4)  # fmt: skip
+                    level=4, combiner_lr=4, final_lr=1, promote=True)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

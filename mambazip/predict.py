@@ -90,10 +90,14 @@ class Predictor:
         """A lower bound on the code length of any byte: the context mixer's node
         probabilities stop at 4095/4096, so each child keeps at most 4095/4096 of its
         parent's mass (plus half a unit of rounding) and a byte costs at least
-        8 log2(4096/4095) = 0.00282 bits; 0.0025 leaves a margin. The same holds for the two
+        8 log2(4096/4095) = 0.00282 bits; 0.0025 leaves a margin. With 16-bit node
+        probabilities (mix.wide_final, level 4) they stop at 65535/65536: 8 log2(65536/65535)
+        = 0.000176 bits, and 0.00015 leaves the same margin. The same holds for the two
         nibble tables of format 5 (each nibble's root holds 2^24). The Mamba alone gives a
         byte up to 1 - 255/2^24 of the mass: no useful bound."""
-        return 0.0 if self.context is None else 0.0025
+        if self.context is None:
+            return 0.0
+        return 0.00015 if self.context.cfg.wide else 0.0025
 
     @property
     def part_names(self):

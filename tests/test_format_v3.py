@@ -2,6 +2,7 @@
 the short header of an empty stream, concatenated streams, and the decoder's refusal to run
 on for a block's declared length when its words cannot hold that many bytes."""
 
+import dataclasses
 import io
 import json
 import struct
@@ -156,21 +157,38 @@ def test_a_nibble_coded_block_that_declares_more_bytes_than_its_words_hold_is_re
     assert decoded == []
 
 
-def test_the_nibble_coded_floor_on_a_bytes_code_length_holds_for_a_long_run():
-    data = np.zeros(20_000, dtype=np.uint8)
+def _cm_at_level(level):
     settings = mambazip.resolve_settings(model=TINY_MODEL, mix="cm")
-    predictor = Predictor(settings, nibbles=True)
-    _, p = predictor.advance(data)
-    assert (-np.log2(p)).min() > predictor.min_byte_bits
+    return dataclasses.replace(settings, mix=dataclasses.replace(settings.mix, level=level))
 
 
-def test_the_mixers_floor_on_a_bytes_code_length_holds_for_a_long_run():
-    """The floor the refusal rests on: a run of one byte, the cheapest thing there is to
-    code, costs more than 0.0025 bits per byte in the mixer's frequencies."""
+@pytest.mark.parametrize("level", [3, 4])  # 12-bit node probabilities, then 16-bit ones
+def test_the_nibble_coded_floor_on_a_bytes_code_length_holds_for_a_long_run(level):
     data = np.zeros(20_000, dtype=np.uint8)
-    predictor = Predictor(mambazip.resolve_settings(model=TINY_MODEL, mix="cm"))
+    predictor = Predictor(_cm_at_level(level), nibbles=True)
     _, p = predictor.advance(data)
     assert (-np.log2(p)).min() > predictor.min_byte_bits
+
+
+@pytest.mark.parametrize(("level", "floor"), [(3, 0.0025), (4, 0.00015)])
+def test_the_mixers_floor_on_a_bytes_code_length_holds_for_a_long_run(level, floor):
+    """The floor the refusal rests on: a run of one byte, the cheapest thing there is to
+    code, costs more than 0.0025 bits per byte in the mixer's frequencies, and more than
+    0.00015 with level 4's 16-bit node probabilities."""
+    data = np.zeros(20_000, dtype=np.uint8)
+    predictor = Predictor(_cm_at_level(level))
+    assert predictor.min_byte_bits == floor
+    _, p = predictor.advance(data)
+    assert (-np.log2(p)).min() > predictor.min_byte_bits
+
+
+def test_a_long_run_of_one_byte_decodes_under_16_bit_probabilities():
+    """Level 4 codes a long run below the 12-bit floor (about 0.0002 bits a byte): a block
+    of 64 KiB then holds fewer words than 0.0025 bits a byte would need, and the decoder
+    must not refuse it (it did while the floor ignored the probability width)."""
+    data = bytes(4 << 16)  # four blocks: from the second on, each codes in a word or two
+    blob = compress(data, _cm_at_level(4), version=6)
+    assert decompress(blob)[0] == data
 
 
 def test_the_code_length_bound_holds_for_real_blocks_at_both_extremes():
@@ -293,7 +311,15 @@ def test_version_3_header_stores_only_what_differs_from_the_baseline():
     assert container.settings_from_diff(container.settings_diff(default)) == default
     assert container.settings_from_diff(container.settings_diff(other)) == other
     assert container.settings_diff(other)["mix"] is None
-    assert len(compress(b"x", default, name="a", mtime=1, version=3)) < 200
+    blob = compress(b"x", default, name="a", mtime=1, version=3)
+    stored = header_of(blob)["settings"]
+    assert stored == container.settings_diff(default)
+    # Every stored field differs from the baseline; none of the baseline's others is there.
+    for section in ("model", "train", "mix"):
+        for key, value in stored.get(section, {}).items():
+            assert container.V3_BASE[section].get(key, object()) != value, (section, key)
+    full = json.dumps(default.to_dict(), separators=(",", ":"))
+    assert len(json.dumps(stored, separators=(",", ":"))) < len(full) // 4
 
 
 @pytest.mark.parametrize("stored", [[], {"model": []}, {"mix": 3}, {"extra": {}}])

@@ -132,14 +132,16 @@ def hostile_block_file(n_blocks, n_bytes, words=b"", settings=None, framed=False
     return head.getvalue() + block * n_blocks + struct.pack("<IQI", 0, n_blocks * n_bytes, 0)
 
 
-@pytest.mark.parametrize("mix", ["none", "full"])
-def test_blocks_that_declare_more_bytes_than_their_words_hold_stop_at_once(mix):
+# (words, bytes declared): mixed, a block is refused before decoding once its bytes at the
+# floor (0.00015 bits each with level 4's 16-bit probabilities) cost more than its words hold.
+@pytest.mark.parametrize(("mix", "words", "n_bytes"), [("none", 200, 65536), ("full", 2, 1 << 20)])
+def test_blocks_that_declare_more_bytes_than_their_words_hold_stop_at_once(mix, words, n_bytes):
     """The Mamba alone: decoding stops once the bytes cost more than the words hold; mixed:
-    the block is refused before decoding (every byte costs at least 0.0025 bits)."""
+    the block is refused before decoding (every byte costs at least min_byte_bits)."""
     settings = mambazip.resolve_settings(model=TINY_MODEL, mix=mix)
     decoded = []
     with pytest.raises(FormatError, match="than its data can hold"):
-        decompress(hostile_block_file(200, 65536, settings=settings),
+        decompress(hostile_block_file(words, n_bytes, settings=settings),
                    progress=lambda n, bits: decoded.append(n))  # fmt: skip
     assert decoded == [], "the decoder ran on for the declared length"
     with pytest.raises(FormatError, match="than its data can hold"):
@@ -147,12 +149,12 @@ def test_blocks_that_declare_more_bytes_than_their_words_hold_stop_at_once(mix):
 
 
 def test_a_nibble_coded_block_that_declares_more_bytes_than_its_words_hold_is_refused():
-    """Version 5: the mixer's floor of 0.0025 bits per byte holds for two nibble tables too,
-    so the block is refused before decoding."""
+    """Version 5: the mixer's floor per byte holds for two nibble tables too, so the block
+    is refused before decoding."""
     settings = mambazip.resolve_settings(model=TINY_MODEL, mix="full")
     decoded = []
     with pytest.raises(FormatError, match="than its data can hold"):
-        decompress(hostile_block_file(200, 65536, settings=settings, framed=True),
+        decompress(hostile_block_file(2, 1 << 20, settings=settings, framed=True),
                    progress=lambda n, bits: decoded.append(n))  # fmt: skip
     assert decoded == []
 

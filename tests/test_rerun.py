@@ -182,24 +182,24 @@ def test_without_rerun_a_replay_pass_learns_the_window_as_a_new_stream_without_r
     with_replay.advance(data)
     without = _learner(**train)
     without.advance(data)
+    fresh = _continued(without, data[2:], train)
+    assert np.array_equal(with_replay.model.params.flat, fresh.model.params.flat)
+    fresh_rerun = _continued(without, data[2:], {**train, "rerun": True})
+    assert not np.array_equal(with_replay.model.params.flat, fresh_rerun.model.params.flat)
+
+
+def _continued(learner, data, train):
+    """A fresh learner of ``train`` from ``learner``'s weights and moments, run over
+    ``data`` and finished."""
     cfg, _ = _params()
     fresh = OnlineLearner(
         Settings(model=cfg, train=TrainConfig(**train)),
-        params=Params(cfg, without.model.params.flat.copy()),
-        moments=(without.adam_m, without.adam_v), step=without.step,
+        params=Params(cfg, learner.model.params.flat.copy()),
+        moments=(learner.adam_m, learner.adam_v), step=learner.step,
     )  # fmt: skip
-    fresh.advance(data[2:])
+    fresh.advance(data)
     fresh.finish()
-    assert np.array_equal(with_replay.model.params.flat, fresh.model.params.flat)
-    rerun = {**train, "rerun": True}
-    fresh_rerun = OnlineLearner(
-        Settings(model=cfg, train=TrainConfig(**rerun)),
-        params=Params(cfg, without.model.params.flat.copy()),
-        moments=(without.adam_m, without.adam_v), step=without.step,
-    )  # fmt: skip
-    fresh_rerun.advance(data[2:])
-    fresh_rerun.finish()
-    assert not np.array_equal(with_replay.model.params.flat, fresh_rerun.model.params.flat)
+    return fresh
 
 
 @pytest.mark.parametrize("train", [{"bptt": 1}, {"horizon": 32}])

@@ -126,6 +126,7 @@ def _is_int(value):
 RECIPE_DEFAULTS = {
     "beta2_warmup": False, "lr_scale": (), "horizon": 0, "curriculum": 0, "iters": 1,
     "replay_every": 0, "replay_window": 0, "replay_passes": 1, "rerun": True,
+    "overlap": False,
 }  # fmt: skip
 # A replay holds its window in memory and a pass costs a forward and backward per byte:
 # both bounded, so that a header cannot buy unbounded work per byte.
@@ -160,7 +161,10 @@ class TrainConfig:
     weights, and the next byte is fed from the state they reach; false: fed from the state
     the forwards already computed with the old weights (the new weights predict from the
     next byte on), which saves a forward per byte. Without a horizon only: a horizon's kept
-    forwards are replayed from the states the rerun saves."""
+    forwards are replayed from the states the rerun saves. ``overlap``: each update lands
+    one segment late, its gradient taken while the next segment is coded (on a second core
+    when there is one; kernels/segment.py): the forwards of segment k + 1 read the weights
+    updated through segment k - 1. Without a rerun, a horizon, replay or iters only."""
 
     optimizer: str = "adam"
     lr: float = 1e-3
@@ -181,6 +185,7 @@ class TrainConfig:
     replay_window: int = 0
     replay_passes: int = 1
     rerun: bool = True
+    overlap: bool = False
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -203,7 +208,7 @@ class TrainConfig:
         bptt = self.bptt
         if not _is_int(bptt) or not 1 <= bptt <= MAX_BPTT:
             raise ConfigError(f"bptt must be an integer in 1..{MAX_BPTT}, got {bptt!r}")
-        for name in ("beta2_warmup", "rerun"):
+        for name in ("beta2_warmup", "rerun", "overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false")
         self._check_lr_scale()
@@ -231,6 +236,11 @@ class TrainConfig:
             raise ConfigError(
                 "rerun false needs bptt > 1 and no horizon (bptt 1 has no "
                 "rerun; a horizon replays from the states it saves)"
+            )
+        if self.overlap and (self.rerun or self.horizon or self.replay_every or self.iters > 1):
+            raise ConfigError(
+                "overlap needs rerun false and no horizon, replay or iters "
+                "(each segment is learned once, after the next has begun)"
             )
         if self.extra_work > MAX_EXTRA_WORK:
             raise ConfigError(f"iters x horizon / bptt + replay_passes x replay_window / "
@@ -404,6 +414,12 @@ def resolve_settings(preset="default", model=None, train=None, seed=None, mix=No
         # A preset's rerun false (a speed choice) cannot hold with these (TrainConfig): the
         # recipe the user asked for wins, with the rerun it needs.
         train["rerun"] = True
+    if "overlap" not in train and (
+        train.get("rerun") or train.get("horizon") or train.get("replay_every")
+        or train.get("iters", 1) > 1
+    ):  # fmt: skip
+        # Nor can its overlap: the recipe asked for learns each segment more than once.
+        train["overlap"] = False
     data["model"] = {**data["model"], **model}
     data["train"] = {**data.get("train", {}), **train}
     if seed is not None:

@@ -2,7 +2,9 @@
 
 Never fastmath (DESIGN.md: no reassociation, no contraction to FMA, no approximate
 functions); ``error_model="numpy"`` so that integer code carries no division-by-zero
-branches; ``cache=True`` so that a run after the first loads the compiled code.
+branches; ``cache=True`` so that a run after the first loads the compiled code; ``nogil``
+so that an overlapped update (kernels/segment.py) runs on its thread while the coding
+thread is in compiled code, not only when Python's switch interval passes the lock on.
 
 The Mamba's kernels (``kernels/``) return and build array views, which need Numba's
 reference counting (NRT). The predictor's per-node kernels allocate nothing and take arrays
@@ -16,11 +18,11 @@ reference counting costs little.
 from numba import njit
 
 # The Mamba's kernels, and the small ones inlined into them.
-jit = njit(cache=True, error_model="numpy")
-jit_inline = njit(cache=True, error_model="numpy", inline="always")
+jit = njit(cache=True, error_model="numpy", nogil=True)
+jit_inline = njit(cache=True, error_model="numpy", nogil=True, inline="always")
 
 # The predictor's per-node kernels and per-byte drivers.
-kernel = njit(cache=True, error_model="numpy", _nrt=False)
-kernel_inline = njit(cache=True, error_model="numpy", _nrt=False, inline="always")
+kernel = njit(cache=True, error_model="numpy", nogil=True, _nrt=False)
+kernel_inline = njit(cache=True, error_model="numpy", nogil=True, _nrt=False, inline="always")
 driver = jit
 driver_inline = jit_inline

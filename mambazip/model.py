@@ -5,6 +5,9 @@ byte, ``gradient`` differentiates the last forward. ``OnlineLearner`` adds the o
 runs the per-byte loop of DESIGN.md in compiled chunks, handing out quantized pdfs.
 """
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .kernels.forward import a_from_log, acts_size, acts_views
@@ -16,10 +19,12 @@ from .kernels.segment import (
     P_CURRICULUM,
     P_HISTORY,
     P_ITERS,
+    P_OVERLAP,
     P_REPLAY_EVERY,
     P_REPLAY_PASSES,
     P_RERUN,
     P_WINDOW,
+    overlap_update,
     run_segments,
     segment_backward,
     segment_forward,
@@ -59,6 +64,12 @@ f32 = np.float32
 # Default memory for a segment's saved activations; a longer segment is replayed in chunks.
 SEGMENT_MEMORY = 256 << 20
 _OPTIMIZER_CODES = {"none": OPT_NONE, "sgd": OPT_SGD, "adam": OPT_ADAM}
+
+
+def update_thread_default():
+    """Whether an overlapped update runs on a thread of its own: when this process may use
+    more than one core. Either way the bits are the same."""
+    return len(os.sched_getaffinity(0)) > 1
 
 
 def replay_chunk_for(dims, bptt, replay_chunk=None, divides=False):
@@ -186,12 +197,14 @@ class OnlineLearner:
     loop over a chunk in one compiled call.
     """
 
-    def __init__(self, settings, params=None, moments=None, step=0, learned=0, replay_chunk=None):
+    def __init__(self, settings, params=None, moments=None, step=0, learned=0, replay_chunk=None,
+                 thread=None):  # fmt: skip
         """Start from ``params`` (default: the seeded init) and, to resume training,
         ``moments`` = (adam_m, adam_v) flat float32 arrays, the optimizer ``step`` and the
         bytes ``learned`` (the schedule's clock). ``replay_chunk`` bounds the truncated-BPTT
-        activations kept in memory (default: all of a segment, up to SEGMENT_MEMORY); it
-        does not change a bit of the result."""
+        activations kept in memory (default: all of a segment, up to SEGMENT_MEMORY);
+        ``thread`` whether overlapped updates (``train.overlap``) run on a thread of their
+        own (default: ``update_thread_default``). Neither changes a bit of the result."""
         cfg, train = settings.model, settings.train
         self.settings = settings
         self.model = Model(cfg, params if params is not None else init_params(cfg, settings.seed))
@@ -244,6 +257,10 @@ class OnlineLearner:
             self.plan[P_REPLAY_EVERY] = train.replay_every
             self.plan[P_REPLAY_PASSES] = train.replay_passes
             self.plan[P_RERUN] = train.rerun
+            self.plan[P_OVERLAP] = train.overlap
+        self._overlap = None
+        if self.seg is not None and train.overlap:
+            self._overlap = _Overlap(self, update_thread_default() if thread is None else thread)
         # Priming: the first byte is predicted after a fixed 0.
         self._forward(0)
         quantize(self.freq, self._probs())
@@ -304,7 +321,9 @@ class OnlineLearner:
 
     def _run(self, data, freqs, pdfs, p):
         m = self.model
-        if self.seg is None:
+        if self._overlap is not None:
+            self._overlap.run(data, freqs, pdfs, p)
+        elif self.seg is None:
             run_bytes(
                 m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
                 self.need, self.ranges, self.lrs, m.dims, m.hyper, m.conv_state, m.ssm_state,
@@ -315,7 +334,7 @@ class OnlineLearner:
                 m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
                 self.need, self.ranges, self.lrs, m.dims, m.hyper, m.conv_state, m.ssm_state,
                 m.counters, self._seg_ints, self._seg_floats, self._rep_ints, self._rep_floats,
-                self.plan, data, freqs, pdfs, p,
+                self.plan, data, freqs, pdfs, p, 0, False,
             )  # fmt: skip
 
     @property
@@ -332,6 +351,9 @@ class OnlineLearner:
         """End of the stream: learn the targets of the unfinished segment, so that the model
         both sides end in (and may save) has learned every byte."""
         m = self.model
+        if self._overlap is not None:
+            self._overlap.finish()
+            return
         if self.seg is None:
             return
         known = int(m.counters[C_SEG]) - 1
@@ -346,3 +368,87 @@ class OnlineLearner:
             self.seg, known, False, new, True, self.settings.train.iters,
             self.settings.train.rerun,
         )  # fmt: skip
+
+
+class _Overlap:
+    """The two weight buffers and two segments of overlapped updates (kernels/segment.py)
+    and the update in flight. T[0] is the model's own ``params.flat``, so that after
+    ``finish`` the model holds the newest weights. ``turn`` k counts the segments begun:
+    the forwards read T[k % 2] and feed segs[k % 2]."""
+
+    def __init__(self, learner, thread):
+        self.learner = learner
+        m = learner.model
+        self.theta = (m.params.flat, m.params.flat.copy())
+        self.A = (m.A, m.A.copy())
+        first = (learner.seg, learner._seg_ints, learner._seg_floats)
+        self.segs = (first, m.new_segment(*learner._seg_shape))
+        self.conv_scratch = np.zeros_like(m.conv_state)
+        self.ssm_scratch = np.zeros_like(m.ssm_state)
+        self.scratch_counters = np.zeros_like(m.counters)
+        self.turn = 0
+        self.executor = ThreadPoolExecutor(1, "mambazip-update") if thread else None
+        self.pending = None
+
+    def run(self, data, freqs, pdfs, p):
+        L, m = self.learner, self.learner.model
+        start, resumed = 0, False
+        while True:
+            k = self.turn % 2
+            _, ints, floats = self.segs[k]
+            start = run_segments(
+                self.theta[k], self.A[k], L.grad, L.adam_m, L.adam_v, m.params.offsets, L.need,
+                L.ranges, L.lrs, m.dims, m.hyper, m.conv_state, m.ssm_state, m.counters, ints,
+                floats, L._rep_ints, L._rep_floats, L.plan, data, freqs, pdfs, p, start, resumed,
+            )  # fmt: skip
+            if start == data.shape[0]:
+                return
+            self._begin_update(int(m.counters[C_SEG]), True)
+            resumed = True
+
+    def _begin_update(self, n_steps, live):
+        """Hand the update of the current segment's first ``n_steps`` forwards over (to the
+        thread, or run it now) and turn to the other weights and segment."""
+        self.wait()
+        k = self.turn % 2
+        args = self._update_args(k, n_steps, live)
+        self.turn += 1
+        m = self.learner.model
+        m.counters[C_SEG] = 0
+        self.learner.seg = self.segs[1 - k][0]
+        if self.executor is None:
+            overlap_update(*args)
+        else:
+            self.pending = self.executor.submit(overlap_update, *args)
+
+    def _update_args(self, k, n_steps, live):
+        L, m = self.learner, self.learner.model
+        _, ints, floats = self.segs[k]
+        return (
+            self.theta[k], self.A[k], self.theta[1 - k], L.grad, L.adam_m, L.adam_v,
+            m.params.offsets, L.need, L.ranges, L.lrs, m.dims, m.hyper, self.conv_scratch,
+            self.ssm_scratch, m.counters, self.scratch_counters, ints, floats, L.plan, n_steps,
+            live,
+        )  # fmt: skip
+
+    def wait(self):
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
+
+    def finish(self):
+        """Land the update in flight, learn the unfinished segment's targets at once, and
+        leave the newest weights in both buffers (T[0] the model's)."""
+        self.wait()
+        m = self.learner.model
+        k = self.turn % 2
+        known = int(m.counters[C_SEG]) - 1
+        newest = 1 - k
+        if known > 0:
+            # Its newest chunk's activations may be overwritten by the forward after the
+            # targets: replayed, not live.
+            overlap_update(*self._update_args(k, known, False))
+            newest = k
+        for buffers in (self.theta, self.A):
+            buffers[1 - newest][...] = buffers[newest]
+        m.counters[C_SEG] = 0

@@ -125,8 +125,12 @@ def memory_bytes(settings, replay_chunk=None, chunk=4096):
     n_ints, n_floats = segment_sizes(dims, 1, 1)  # bptt=1 scratch
     total += 8 * n_ints + 4 * n_floats
     if train.bptt > 1 and train.optimizer != "none":
-        for shape in segment_shapes(dims, train, replay_chunk):
+        live, replay = segment_shapes(dims, train, replay_chunk)
+        # An overlapped update has a second segment, weights and A, and a scratch state.
+        for shape in (live, replay, live if train.overlap else None):
             if shape is not None:
                 n_ints, n_floats = segment_sizes(dims, *shape)
                 total += 8 * n_ints + 4 * n_floats
+        if train.overlap:
+            total += 4 * flat_size(cfg) + 4 * (K * L * E + 2 * L * E * N)
     return total

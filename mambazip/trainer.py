@@ -218,6 +218,9 @@ class Training:
     def __init__(self, corpus, settings, between=DEFAULT_BETWEEN, learner=None, position=None):
         if between not in BETWEEN:
             raise TrainError(f"between must be one of {', '.join(BETWEEN)}, got {between!r}")
+        if settings.train.overlap:
+            raise TrainError("train with --no-overlap: a trainer checkpoint holds the "
+                             "state between updates, not an update in flight")  # fmt: skip
         self.corpus, self.settings, self.between = corpus, settings, between
         self.learner = learner if learner is not None else OnlineLearner(settings)
         # True when the next byte starts a new stream (zero state, primed), so that the

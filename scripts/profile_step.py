@@ -98,7 +98,7 @@ def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, seg, scratch
 def _updates(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper, counters,
              reps):  # fmt: skip
     for _ in range(reps):
-        optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+        optimizer_step(theta, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                        counters, counters[C_BYTES] + 1)  # fmt: skip
 
 

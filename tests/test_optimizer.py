@@ -36,7 +36,7 @@ def test_adam_step_equals_numpy_float32_bit_for_bit(clip):
     bc1, bc2 = f32(1 - power(0.9, step)), f32(1 - power(0.999, step))
     want = numpy_adam(theta, grad, m, v, lr, b1, b2, eps, bc1, bc2, f32(clip))
     ranges = np.array([[0, theta.size]], dtype=np.int64)
-    adam_update(theta, grad, m, v, ranges, ONE, lr, b1, b2, eps, bc1, bc2, f32(clip))
+    adam_update(theta, theta, grad, m, v, ranges, ONE, lr, b1, b2, eps, bc1, bc2, f32(clip))
     for ours, ref in zip((theta, m, v), want, strict=True):
         assert np.array_equal(ours, ref)
     assert not grad.any(), "the update consumes the gradient"
@@ -50,7 +50,7 @@ def test_adam_step_is_close_to_float64_adam():
     want = theta - 1e-3 * (m64 / (1 - 0.9**t)) / (np.sqrt(v64 / (1 - 0.999**t)) + 1e-8)
     bc1, bc2 = f32(1 - power(0.9, t)), f32(1 - power(0.999, t))
     ranges = np.array([[0, theta.size]], dtype=np.int64)
-    adam_update(theta, grad, m, v, ranges, ONE, f32(1e-3), f32(0.9), f32(0.999), f32(1e-8),
+    adam_update(theta, theta, grad, m, v, ranges, ONE, f32(1e-3), f32(0.9), f32(0.999), f32(1e-8),
                 bc1, bc2, f32(0))  # fmt: skip
     # A step is ~1e-3; float32 roundings in it are ~1e-7 of that, theta's own ulp ~1e-7.
     assert np.abs(theta - want).max() < 1e-6
@@ -61,7 +61,7 @@ def test_sgd_step_equals_numpy_and_honours_segments():
     before = theta.copy()
     g = grad.copy()
     ranges = np.array([[10, 20], [500, 600]], dtype=np.int64)
-    sgd_update(theta, grad, ranges, np.ones(2, dtype=f32), f32(0.01), f32(0.0))
+    sgd_update(theta, theta, grad, ranges, np.ones(2, dtype=f32), f32(0.01), f32(0.0))
     want = before.copy()
     for lo, hi in ranges:
         want[lo:hi] = before[lo:hi] - f32(0.01) * g[lo:hi]

@@ -77,8 +77,8 @@ def test_adam_without_momentum_takes_the_hand_computed_steps():
     for step, g in ((1, 0.25), (2, 0.75)):
         beta2, bc2 = adam_beta2(0.999, step, True)
         grad = np.array([g], dtype=f32)
-        adam_update(theta, grad, m, v, ranges, np.ones(1, dtype=f32), lr, f32(0.0), f32(beta2),
-                    f32(0.0), f32(1.0), f32(bc2), f32(0.0))  # fmt: skip
+        adam_update(theta, theta, grad, m, v, ranges, np.ones(1, dtype=f32), lr, f32(0.0),
+                    f32(beta2), f32(0.0), f32(1.0), f32(bc2), f32(0.0))  # fmt: skip
         assert m[0] == f32(g), "without momentum m is the last gradient"
         if step == 1:
             assert theta[0] == f32(1.0 - 2.0**-10) and v[0] == f32(0.0625)
@@ -107,8 +107,9 @@ def test_beta2_warmup_makes_v_the_mean_of_the_squared_gradients():
     ranges = np.array([[0, 5]], dtype=np.int64)
     for step, g in enumerate(gs, 1):
         beta2, bc2 = adam_beta2(0.999, step, True)
-        adam_update(theta, g.copy(), m, v, ranges, np.ones(1, dtype=f32), f32(1e-3), f32(0.9),
-                    f32(beta2), f32(1e-8), f32(1 - 0.9**step), f32(bc2), f32(0.0))  # fmt: skip
+        adam_update(theta, theta, g.copy(), m, v, ranges, np.ones(1, dtype=f32), f32(1e-3),
+                    f32(0.9), f32(beta2), f32(1e-8), f32(1 - 0.9**step), f32(bc2),
+                    f32(0.0))  # fmt: skip
     want = (gs.astype(np.float64) ** 2).mean(axis=0)
     assert np.allclose(v, want, rtol=1e-5)
 

@@ -21,50 +21,24 @@ from mambazip.model import Model, OnlineLearner
 from mambazip.params import Params
 
 try:  # tests/ as a package or as a plain directory on sys.path
-    from . import finite_differences as fdm
     from .conftest import TINY_MODEL
+    from .learners import first_bytes, moved_to, new_learner, perturbed_params, sgd_stepped
 except ImportError:
-    import finite_differences as fdm
     from conftest import TINY_MODEL
+    from learners import first_bytes, moved_to, new_learner, perturbed_params, sgd_stepped
 
 f32 = np.float32
-SEED = 20241129
-NAME = "k4-allbias-untied"
 LR = 0.05
-BYTES = b"\x00mamba\xffzips bytes!!! and more of them"
 TEXT = b"".join(b"%d: the state runs on, the weights move under it\n" % i for i in range(40))
-
-
-def _params():
-    cfg, tensors = fdm.perturbed_setup(NAME, SEED)
-    return cfg, Params.from_hf(cfg, {k: v.copy() for k, v in tensors.items()})
-
-
-def _learner(replay_chunk=None, **train):
-    cfg, params = _params()
-    return OnlineLearner(Settings(model=cfg, train=TrainConfig(**train)), params=params,
-                         replay_chunk=replay_chunk)  # fmt: skip
-
-
-def _data(n):
-    return np.frombuffer(BYTES[:n], dtype=np.uint8)
-
-
-def _moved_to(cfg, flat, model):
-    """A Model of weights ``flat`` in the state of ``model``."""
-    out = Model(cfg, Params(cfg, flat.copy()))
-    out.conv_state[...], out.ssm_state[...] = model.conv_state, model.ssm_state
-    out.counters[...] = model.counters
-    return out
 
 
 def _without_rerun(data, bptt):
     """SGD truncated BPTT without the rerun: each segment's gradient from the state at its
     start, the weights stepped, and the state the forwards left fed the next byte under the
     new weights. Returns (p of each byte, final weights, pdf of the byte after data)."""
-    cfg, params = _params()
+    cfg, params = perturbed_params()
     model = Model(cfg, params)
-    start = _moved_to(cfg, model.params.flat, model)
+    start = moved_to(cfg, model.params.flat, model)
     pdf = model.forward(0)
     inputs, targets, coded = [0], [], []
     for b in data.tolist():
@@ -72,10 +46,8 @@ def _without_rerun(data, bptt):
         targets.append(b)
         if len(targets) == bptt:
             grads = start.segment_gradient(inputs, targets)
-            hf = model.params.to_hf()
-            stepped = {k: hf[k] - f32(LR) * g for k, g in grads.items()}
-            model = _moved_to(cfg, Params.from_hf(cfg, stepped).flat, model)
-            start = _moved_to(cfg, model.params.flat, model)
+            model = moved_to(cfg, sgd_stepped(cfg, model.params.flat, grads, LR), model)
+            start = moved_to(cfg, model.params.flat, model)
             inputs, targets = [], []
         pdf = model.forward(b)
         inputs.append(b)
@@ -83,8 +55,8 @@ def _without_rerun(data, bptt):
 
 
 def test_without_rerun_the_next_byte_is_fed_from_the_state_the_old_weights_reached():
-    data = _data(11)
-    learner = _learner(optimizer="sgd", lr=LR, bptt=4, rerun=False)
+    data = first_bytes(11)
+    learner = new_learner(optimizer="sgd", lr=LR, bptt=4, rerun=False)
     _, p = learner.advance(data)
     want_p, want_flat, want_pdf = _without_rerun(data, 4)
     assert learner.step == 2
@@ -96,9 +68,9 @@ def test_without_rerun_the_next_byte_is_fed_from_the_state_the_old_weights_reach
 
 
 def test_without_rerun_the_pdfs_differ_from_the_rerun_after_the_first_update():
-    data = _data(11)
-    _, rerun = _learner(optimizer="sgd", lr=LR, bptt=4).advance(data)
-    _, skip = _learner(optimizer="sgd", lr=LR, bptt=4, rerun=False).advance(data)
+    data = first_bytes(11)
+    _, rerun = new_learner(optimizer="sgd", lr=LR, bptt=4).advance(data)
+    _, skip = new_learner(optimizer="sgd", lr=LR, bptt=4, rerun=False).advance(data)
     assert np.array_equal(rerun[:4], skip[:4])
     assert not np.array_equal(rerun[4:], skip[4:])
 
@@ -107,12 +79,12 @@ def test_without_rerun_the_pdfs_differ_from_the_rerun_after_the_first_update():
 def test_without_rerun_the_bits_do_not_depend_on_the_activation_chunk(iters):
     """Chunks shorter than the segment make the backward replay them, moving the live
     state, which must then be put back; so do the steps after the first of ``iters``."""
-    data = _data(23)
+    data = first_bytes(23)
     train = {"optimizer": "adam", "lr": 0.01, "bptt": 6, "iters": iters, "rerun": False}
-    whole = _learner(**train)
+    whole = new_learner(**train)
     freqs, p = whole.advance(data)
     for chunk in (1, 4):
-        chunked = _learner(replay_chunk=chunk, **train)
+        chunked = new_learner(replay_chunk=chunk, **train)
         got_freqs, got_p = chunked.advance(data)
         assert np.array_equal(got_freqs, freqs) and np.array_equal(got_p, p)
         assert np.array_equal(chunked.model.params.flat, whole.model.params.flat)
@@ -120,8 +92,8 @@ def test_without_rerun_the_bits_do_not_depend_on_the_activation_chunk(iters):
 
 
 def test_finish_without_rerun_learns_the_last_bytes_and_keeps_the_live_state():
-    data = _data(10)
-    learner = _learner(optimizer="sgd", lr=LR, bptt=4, rerun=False)
+    data = first_bytes(10)
+    learner = new_learner(optimizer="sgd", lr=LR, bptt=4, rerun=False)
     learner.advance(data)
     conv, ssm = learner.model.conv_state.copy(), learner.model.ssm_state.copy()
     before = learner.model.params.flat.copy()
@@ -177,10 +149,10 @@ def test_without_rerun_a_replay_pass_learns_the_window_as_a_new_stream_without_r
     """As test_recipe's replay test, both learners without the rerun: the replay's own
     segments follow the setting too."""
     train = {"optimizer": "adam", "lr": 0.01, "bptt": 4, "decay": 0, "rerun": False}
-    data = _data(8)
-    with_replay = _learner(replay_every=8, replay_window=6, **train)
+    data = first_bytes(8)
+    with_replay = new_learner(replay_every=8, replay_window=6, **train)
     with_replay.advance(data)
-    without = _learner(**train)
+    without = new_learner(**train)
     without.advance(data)
     fresh = _continued(without, data[2:], train)
     assert np.array_equal(with_replay.model.params.flat, fresh.model.params.flat)
@@ -191,7 +163,7 @@ def test_without_rerun_a_replay_pass_learns_the_window_as_a_new_stream_without_r
 def _continued(learner, data, train):
     """A fresh learner of ``train`` from ``learner``'s weights and moments, run over
     ``data`` and finished."""
-    cfg, _ = _params()
+    cfg, _ = perturbed_params()
     fresh = OnlineLearner(
         Settings(model=cfg, train=TrainConfig(**train)),
         params=Params(cfg, learner.model.params.flat.copy()),

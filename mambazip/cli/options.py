@@ -241,6 +241,10 @@ recipe_options = stack_options(
                       "that the next byte is fed from the state they reach (the default); "
                       "--no-rerun feeds it from the state already computed: a forward per "
                       "byte less (needs --bptt > 1, no --horizon)."),
+    click.option("--overlap/--no-overlap", default=None,
+                 help="Take each update's gradient while the next segment is coded, on a "
+                      "second core when there is one: the weights land a segment late "
+                      "(needs --no-rerun; no --horizon, replay or --iters)."),
 )  # fmt: skip
 
 

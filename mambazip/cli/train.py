@@ -152,6 +152,10 @@ def train(inputs, preset, saving, course, memlimit, quiet, verbose, **opts):
     order), one document after another, with the kernels and online training of compress;
     save it for compress --model OUT. The context models are not trained (they start empty
     in every file). A trainer checkpoint is written as it goes, for --resume."""
+    if opts.get("overlap") is None:
+        # A preset's overlap is a coding speed choice; a trainer checkpoint holds no
+        # update in flight (trainer.Training).
+        opts["overlap"] = False
     try:
         settings = plan.start(preset, opts, opts.pop("seed"), prior=False).settings
     except ConfigError as exc:

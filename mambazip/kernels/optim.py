@@ -2,9 +2,11 @@
 
 ``ranges`` (S, 2) holds [start, stop) ranges of the trainable tensors in the flat buffers,
 ``lrs`` (S,) float32 their learning-rate multipliers (lr * lrs[s], rounded once).
-Each update reads the accumulated gradient, applies the optional element-wise clip, updates
-the parameter and zeroes the gradient for the next accumulation. All arithmetic is float32,
-element by element, so vectorisation cannot change a bit.
+Each update reads the accumulated gradient, applies the optional element-wise clip, writes
+the parameter updated from its value in ``src`` into ``theta`` (the same array but for an
+overlapped update, which writes the weights of the forwards after next while the next ones
+read ``src``; see kernels/segment.py) and zeroes the gradient for the next accumulation.
+All arithmetic is float32, element by element, so vectorisation cannot change a bit.
 """
 
 import numpy as np
@@ -25,27 +27,41 @@ def _clipped(g, clip):
 
 
 @jit
-def sgd_update(theta, grad, ranges, lrs, lr, clip):
-    """theta -= lr * clip(grad); grad = 0. lr, clip float32 (clip 0: none)."""
+def _copy_outside(src, theta, ranges):
+    """theta = src outside the trainable ranges (sorted, disjoint), which no update writes."""
+    if src.ctypes.data == theta.ctypes.data:
+        return
+    lo = 0
+    for s in range(ranges.shape[0]):
+        theta[lo : ranges[s, 0]] = src[lo : ranges[s, 0]]
+        lo = ranges[s, 1]
+    theta[lo:] = src[lo:]
+
+
+@jit
+def sgd_update(src, theta, grad, ranges, lrs, lr, clip):
+    """theta = src - lr * clip(grad); grad = 0. lr, clip float32 (clip 0: none)."""
+    _copy_outside(src, theta, ranges)
     for s in range(ranges.shape[0]):
         rate = lr * lrs[s]
         # Slices indexed from 0: with a loop starting at ranges[s, 0] Numba cannot prove the
         # index non-negative, and its wraparound check keeps the loop scalar.
         lo, hi = ranges[s, 0], ranges[s, 1]
-        p, g = theta[lo:hi], grad[lo:hi]
+        q, p, g = src[lo:hi], theta[lo:hi], grad[lo:hi]
         for i in range(p.shape[0]):
-            p[i] -= rate * _clipped(g[i], clip)
+            p[i] = q[i] - rate * _clipped(g[i], clip)
             g[i] = f32(0.0)
 
 
 @jit
-def adam_update(theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2, clip):
+def adam_update(src, theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2, clip):
     """Adam with bias correction: bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for step t >= 1
     (bc2 = 1 under the beta2 warm-up of ``adam_beta2``).
 
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
-    theta -= lr * (m / bc1) / (sqrt(v / bc2) + eps);  grad = 0.
+    theta = src - lr * (m / bc1) / (sqrt(v / bc2) + eps);  grad = 0.
     """
+    _copy_outside(src, theta, ranges)
     one_minus_b1 = f32(1.0) - beta1
     one_minus_b2 = f32(1.0) - beta2
     # x / 1 is x, bit for bit: a correction of 1 (beta1 0; bc2 under the warm-up, or once
@@ -55,7 +71,7 @@ def adam_update(theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2,
     div2 = bc2 != f32(1.0)
     for s in range(ranges.shape[0]):
         lo, hi = ranges[s, 0], ranges[s, 1]
-        p, gs, ms, vs = theta[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi]
+        q, p, gs, ms, vs = src[lo:hi], theta[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi]
         rate = lr * lrs[s]
         for i in range(p.shape[0]):
             g = _clipped(gs[i], clip)
@@ -65,7 +81,7 @@ def adam_update(theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2,
             vs[i] = vi
             m_hat = mi / bc1 if div1 else mi
             v_hat = vi / bc2 if div2 else vi
-            p[i] -= rate * m_hat / (np.sqrt(v_hat) + eps)
+            p[i] = q[i] - rate * m_hat / (np.sqrt(v_hat) + eps)
             gs[i] = f32(0.0)
 
 

@@ -38,7 +38,16 @@ Numba two arrays instead of twenty:
 
 ``plan`` (N_PLAN,) int64 says how the online loop learns (config.TrainConfig): P_BPTT the
 stride, P_WINDOW the horizon H, P_CHUNK, P_HISTORY W, P_CURRICULUM, P_ITERS, P_REPLAY_EVERY,
-P_REPLAY_PASSES, P_RERUN (1: rerun each segment after its update).
+P_REPLAY_PASSES, P_RERUN (1: rerun each segment after its update), P_OVERLAP.
+
+Overlapped updates (P_OVERLAP 1, config's ``overlap``; no rerun, horizon or replay): the
+update of segment k is computed while segment k + 1 is coded, so the weights land one
+segment late. Two weight buffers take turns, T[k % 2] holding the weights segment k's
+forwards read: ``overlap_update`` takes the gradient of segment k at T[k % 2], then steps
+from the newest weights, in T[(k + 1) % 2], which segment k + 1's forwards read meanwhile,
+into T[k % 2], which segment k + 2's forwards will read. Segment k + 1 is fed into a second
+Segment while the update reads the first. Which thread computes the update changes the
+timing only: the bits are those of running it at once (``OnlineLearner``).
 """
 
 from collections import namedtuple
@@ -71,8 +80,8 @@ Segment = namedtuple(
 )  # fmt: skip
 
 (P_BPTT, P_WINDOW, P_CHUNK, P_HISTORY, P_CURRICULUM, P_ITERS, P_REPLAY_EVERY,
- P_REPLAY_PASSES, P_RERUN) = range(9)  # fmt: skip
-N_PLAN = 9
+ P_REPLAY_PASSES, P_RERUN, P_OVERLAP) = range(10)  # fmt: skip
+N_PLAN = 10
 
 
 @jit
@@ -243,7 +252,7 @@ def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims
                          seg, n_steps, n_new, live and it == 0)  # fmt: skip
         if it == 0 and clock:
             counters[C_BYTES] += n_new
-        optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+        optimizer_step(theta, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                        counters, counters[C_BYTES])  # fmt: skip
     if rerun:
         _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps)
@@ -329,11 +338,11 @@ def replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
 def run_segments(
     theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
     conv_state, ssm_state, counters, seg_ints, seg_floats, rep_ints, rep_floats, plan, data,
-    freqs, pdfs, p_coded,
+    freqs, pdfs, p_coded, start, resumed,
 ):  # fmt: skip
-    """The online loop over data (n,) uint8 with truncated BPTT, from a primed model; the
-    segment is the one packed in seg_ints, seg_floats (see ``segment_views``), the replay
-    passes' in rep_ints, rep_floats, the recipe in ``plan``.
+    """The online loop over data[start:] (data (n,) uint8) with truncated BPTT, from a
+    primed model; the segment is the one packed in seg_ints, seg_floats (see
+    ``segment_views``), the replay passes' in rep_ints, rep_floats, the recipe in ``plan``.
 
     For each byte b: p_coded[i] = p(b) under the current float pdf; b becomes the target of
     the newest forward; if that completes ``bptt`` new targets, update on the window, keep
@@ -341,34 +350,64 @@ def run_segments(
     the clock passes a multiple of replay_every, replay the history; feed b as the next
     forward; row i + 1 = the pdf of the byte after it, quantized into freqs (n + 1, V) or
     copied into pdfs (n + 1, V) when that has rows (``step.emit_pdf``); row 0 untouched.
+
+    Returns n, or with P_OVERLAP the index i of the byte that completed a segment: its
+    update is the caller's (``overlap_update``), who then calls again from ``start`` i with
+    ``resumed`` (byte i was coded and is a target: feed it) and the next weights and
+    segment.
     """
     bptt, chunk, history = plan[P_BPTT], plan[P_CHUNK], plan[P_HISTORY]
     seg = segment_views(seg_ints, seg_floats, dims, plan[P_WINDOW], chunk, history)
     every = plan[P_REPLAY_EVERY]
     rerun = plan[P_RERUN] != 0
-    for i in range(data.shape[0]):
+    overlap = plan[P_OVERLAP] != 0
+    for i in range(start, data.shape[0]):
         b = data[i]
-        if history > 0:
-            seg.hist[seg.hist_n[0] % history] = b
-            seg.hist_n[0] += 1
-        t = counters[C_SEG] - 1
-        p_coded[i] = acts_views(seg.work[t % chunk], dims).probs[b]
-        seg.targets[t] = b
-        if (t + 1) % bptt == 0:
-            segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
-                           conv_state, ssm_state, counters, seg, t + 1, True, bptt, True,
-                           plan[P_ITERS], rerun)  # fmt: skip
-            keep = min(t + 1, window_at(plan, counters[C_BYTES]) - bptt)
-            _slide(seg, t + 1, keep)
-            counters[C_SEG] = keep
-            clock = counters[C_BYTES]
-            if every > 0 and clock // every != (clock - bptt) // every:
-                rep = segment_views(rep_ints, rep_floats, dims, bptt, chunk, 0)
-                replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
-                       conv_state, ssm_state, counters, seg, rep,
-                       plan[P_REPLAY_PASSES], rerun)  # fmt: skip
-                if keep > 0:
-                    _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, keep)
+        if not (resumed and i == start):
+            if history > 0:
+                seg.hist[seg.hist_n[0] % history] = b
+                seg.hist_n[0] += 1
+            t = counters[C_SEG] - 1
+            p_coded[i] = acts_views(seg.work[t % chunk], dims).probs[b]
+            seg.targets[t] = b
+            if (t + 1) % bptt == 0:
+                if overlap:
+                    return i
+                segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims,
+                               hyper, conv_state, ssm_state, counters, seg, t + 1, True, bptt,
+                               True, plan[P_ITERS], rerun)  # fmt: skip
+                keep = min(t + 1, window_at(plan, counters[C_BYTES]) - bptt)
+                _slide(seg, t + 1, keep)
+                counters[C_SEG] = keep
+                clock = counters[C_BYTES]
+                if every > 0 and clock // every != (clock - bptt) // every:
+                    rep = segment_views(rep_ints, rep_floats, dims, bptt, chunk, 0)
+                    replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                           conv_state, ssm_state, counters, seg, rep,
+                           plan[P_REPLAY_PASSES], rerun)  # fmt: skip
+                    if keep > 0:
+                        _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg,
+                               keep)  # fmt: skip
         segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, b)
         t = counters[C_SEG] - 1
         emit_pdf(freqs, pdfs, i + 1, acts_views(seg.work[t % chunk], dims).probs)
+    return data.shape[0]
+
+
+@jit
+def overlap_update(theta, A, newest, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                   conv_scratch, ssm_scratch, counters, scratch_counters, seg_ints, seg_floats,
+                   plan, n_steps, live):  # fmt: skip
+    """The overlapped update of the first ``n_steps`` forwards of a segment packed in
+    seg_ints, seg_floats, which read the weights theta, A (``live``: the newest chunk's
+    activations are still the forwards', see ``segment_backward``): its gradient there
+    (replays run on the scratch state and counters, not the live ones), then one
+    optimizer step from the weights
+    ``newest`` into theta, A. Moves the optimizer's counters (C_STEP, C_BYTES), which the
+    forwards do not read."""
+    seg = segment_views(seg_ints, seg_floats, dims, plan[P_WINDOW], plan[P_CHUNK], 0)
+    segment_backward(theta, A, grad, offs, need, dims, hyper, conv_scratch, ssm_scratch,
+                     scratch_counters, seg, n_steps, n_steps, live)  # fmt: skip
+    counters[C_BYTES] += n_steps
+    optimizer_step(newest, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                   counters, counters[C_BYTES])  # fmt: skip

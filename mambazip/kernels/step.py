@@ -77,9 +77,10 @@ def emit_pdf(freqs, pdfs, row, probs):
 
 
 @jit
-def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+def optimizer_step(src, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                    counters, clock):  # fmt: skip
-    """One update from the accumulated ``grad``; ``clock`` is the schedule's position, lrs
+    """One update from the accumulated ``grad`` of the weights in ``src`` into ``theta``
+    (the same array but for an overlapped update); ``clock`` is the schedule's position, lrs
     (S,) the multipliers of the ``ranges``.
     A = -exp(A_log) follows the new A_log: ``need`` and ``ranges`` come from the same scope
     (``Params.need_mask``, ``Params.trainable_ranges``), so need[A_LOG] says A_log moved."""
@@ -89,13 +90,13 @@ def optimizer_step(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims
     lr = scheduled_lr(hyper[H_LR], clock, hyper[H_WARMUP], hyper[H_DECAY])
     clip = f32(hyper[H_CLIP])
     if kind == OPT_SGD:
-        sgd_update(theta, grad, ranges, lrs, lr, clip)
+        sgd_update(src, theta, grad, ranges, lrs, lr, clip)
     else:
         beta1 = hyper[H_BETA1]
         beta2, bc2 = adam_beta2(hyper[H_BETA2], step, hyper[H_BETA2_WARMUP] != 0.0)
         bc1 = f32(1.0 - power(beta1, step))
         adam_update(
-            theta, grad, adam_m, adam_v, ranges, lrs, lr, f32(beta1), f32(beta2),
+            src, theta, grad, adam_m, adam_v, ranges, lrs, lr, f32(beta1), f32(beta2),
             f32(hyper[H_ADAM_EPS]), bc1, f32(bc2), clip,
         )  # fmt: skip
     if need[A_LOG]:
@@ -150,8 +151,8 @@ def run_bytes(
                             f32(1.0), False, dssm, dpend, dfr)  # fmt: skip
             counters[C_BYTES] += 1
             optimizer_step(
-                theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper, counters,
-                counters[C_BYTES],
+                theta, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+                counters, counters[C_BYTES],
             )  # fmt: skip
         forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, b)
         emit_pdf(freqs, pdfs, i + 1, act.probs)

@@ -45,8 +45,11 @@ from .loop import (
     D_LR_DECAY,
     D_MAMBA,
     D_MATCH,
+    D_MCOLS,
+    D_MCTX2,
     D_MEAPM,
     D_MINLEN,
+    D_MINLEN2,
     D_MLIMIT,
     D_MLR,
     D_MSEL,
@@ -57,6 +60,7 @@ from .loop import (
     D_NSETS,
     D_PBITS,
     D_PROMOTE,
+    D_RECOVER,
     D_RUN,
     D_SCHEDULE,
     D_SLOT_LOG,
@@ -181,6 +185,10 @@ class ContextMixer:
         dims[D_RUN] = group_column(cfg, "run")
         dims[D_ACOUNT] = cfg.apm_counts
         dims[D_PBITS] = 16 if cfg.wide else 12
+        dims[D_MCOLS] = cfg.match_columns
+        dims[D_RECOVER] = cfg.match_recovery
+        dims[D_MINLEN2] = cfg.match_min2
+        dims[D_MCTX2] = cfg.match_ctx2 and cfg.match_two
         return dims
 
     def _init_tables(self, cfg):
@@ -191,10 +199,10 @@ class ContextMixer:
         parts[:] = -1  # the bias column belongs to no part
         parts[: context_columns(cfg)] = np.tile(np.arange(len(kinds)), len(cfg.input_groups))
         col, part = context_columns(cfg), len(kinds)
-        for on in (cfg.match, cfg.mamba):
+        for on, ncols in ((cfg.match, cfg.match_columns), (cfg.mamba, 2)):
             if on:
-                parts[col : col + 2] = part
-                col, part = col + 2, part + 1
+                parts[col : col + ncols] = part
+                col, part = col + ncols, part + 1
         codes, starts = set_rows(cfg)
         view(b, offs, V_XCODES)[:] = codes
         view(b, offs, V_XSTART)[:] = starts
@@ -209,7 +217,7 @@ class ContextMixer:
         w[:, nin - 1] = 0
         w[:, len(kinds) : context_columns(cfg)] = 0
         if cfg.mamba:
-            mcol = context_columns(cfg) + 2 * cfg.match
+            mcol = context_columns(cfg) + cfg.match_columns
             w[:, mcol : mcol + 2] = W_ONE * cfg.mamba_w0 // 64
         nsets = int(self.dims[D_NSETS])
         wf = view(b, offs, V_WF).reshape(N_FINAL_ROWS, -1)

@@ -78,6 +78,12 @@ _INT_BOUNDS = {
     # The APMs of the context side (order 1, order 2 and the SSE pair) at a rate by a count per
     # bucket, from 1/2 down to 2^-(apm_rate + apm_counts - 1); 0: at 2^-apm_rate throughout.
     "apm_counts": (0, 2),
+    # The match model's recovery: a candidate that misses is kept until this many of its last
+    # 16 bytes missed (0: dropped at its first miss).
+    "match_recover": (0, 16),
+    # A second match candidate found by a hash of this many bytes (0: none; else more than
+    # match_min).
+    "match_min2": (0, 32),
 }
 _BOOL_FIELDS = (
     "mamba",
@@ -96,6 +102,7 @@ _BOOL_FIELDS = (
     "runs",
     "sse_order4",
     "wide_final",
+    "match_ctx2",
 )
 
 
@@ -152,6 +159,12 @@ class MixConfig:
     # The node probabilities in 16 bits from the APMs to the coder's tables (else 12): a
     # bit all but certain costs down to 2^-16 / ln 2 bits, not 2^-12 / ln 2.
     wide_final: bool = False
+    # The match model (match.py): recovery after a miss (match_recover), a second candidate
+    # by a longer hash (match_min2) with its own two inputs and map, and its expected byte in
+    # the "matched" context's hash (match_ctx2, with match_min2).
+    match_recover: int = 0
+    match_min2: int = 0
+    match_ctx2: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
     # wide final probabilities
@@ -186,6 +199,13 @@ class MixConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
                 raise ConfigError(f"mix.{name} must be an integer in {lo}..{hi}, got {value!r}")
+        if self.match_min2 and self.match_min2 <= self.match_min:
+            raise ConfigError(
+                f"mix.match_min2 must be 0 or more than match_min ({self.match_min}), "
+                f"got {self.match_min2}"
+            )
+        if self.match_ctx2 and not self.match_min2:
+            raise ConfigError("mix.match_ctx2 needs the second match candidate (match_min2)")
 
     @property
     def context_kinds(self):
@@ -284,6 +304,21 @@ class MixConfig:
         return self.final_sel == 1 or self.level >= 1
 
     @property
+    def match_two(self):
+        """Whether the match model has a second candidate."""
+        return self.match and self.match_min2 > 0
+
+    @property
+    def match_recovery(self):
+        """The match model's miss limit (0: no recovery)."""
+        return self.match_recover if self.match else 0
+
+    @property
+    def match_columns(self):
+        """Combiner inputs of the match model: two per candidate."""
+        return 2 * self.match + 2 * self.match_two
+
+    @property
     def part_names(self):
         """The parts whose combiner contributions ``trust`` reports, in its column order."""
         names = self.context_kinds
@@ -346,6 +381,9 @@ _LATER = {
     "sse_order4": False,
     "apm_counts": 0,
     "wide_final": False,
+    "match_recover": 0,
+    "match_min2": 0,
+    "match_ctx2": False,
 }
 
 

@@ -72,7 +72,17 @@ from .history import (
     history_push,
     is_letter,
 )
-from .match import length_bucket, match_advance, match_context, match_inputs, update_match_map
+from .match import (
+    MSTATE,
+    SECOND,
+    cand_advance,
+    cand_inputs,
+    length_bucket,
+    map_entries,
+    match_context2,
+    misses,
+    update_cand_map,
+)
 
 u64 = np.uint64
 
@@ -131,6 +141,7 @@ VIEWS = (
     ("apm2n", "u8"),
     ("apmsn", "u8"),
     ("apm4n", "u8"),
+    ("mt2", "i32"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
@@ -138,7 +149,8 @@ VIEWS = (
  V_EXPECTED, V_KINDS, V_PARTS, V_MASS, V_TREE, V_INBYTE, V_INPDF,
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
  V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS, V_RMAPS,
- V_RIDX, V_APM4, V_AIDX4, V_APM1N, V_APM2N, V_APMSN, V_APM4N) = range(len(VIEWS))  # fmt: skip
+ V_RIDX, V_APM4, V_AIDX4, V_APM1N, V_APM2N, V_APMSN, V_APM4N,
+ V_MT2) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -159,8 +171,9 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
  D_MLIMIT, D_LR, D_FLR, D_APM_RATE, D_APM2_MASK, D_NPARTS, D_FULL_LOG,
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
  D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE,
- D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT, D_PBITS) = range(41)  # fmt: skip
-N_DIMS = 41
+ D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT, D_PBITS, D_MCOLS, D_RECOVER,
+ D_MINLEN2, D_MCTX2) = range(45)  # fmt: skip
+N_DIMS = 45
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -181,7 +194,7 @@ def group_column(cfg, group):
 
 
 def n_inputs(cfg):
-    return context_columns(cfg) + 2 * cfg.match + 2 * cfg.mamba + 1
+    return context_columns(cfg) + cfg.match_columns + 2 * cfg.mamba + 1
 
 
 def set_rows(cfg):
@@ -202,6 +215,13 @@ def history_maps(cfg):
     return (3 * (RUNS if cfg.slot_runs else 1)) if cfg.slot_last_byte else 1
 
 
+def match_map_entries(cfg):
+    """The match model's maps: one per candidate (match.map_entries); 64 without the options."""
+    if not (cfg.match_recovery or cfg.match_two):
+        return 64
+    return (1 + cfg.match_two) * map_entries(cfg.match_recovery, cfg.match_two)
+
+
 def layout(cfg):
     """{view name: element count} for cfg; the buffers hold these back to back."""
     C = len(cfg.context_kinds)
@@ -218,7 +238,7 @@ def layout(cfg):
         "orders": N_ORDERS,
         "maps": C * MAP_SIZE,
         "mt": (1 << cfg.match_log) if cfg.match else 0,
-        "mmap": 64,
+        "mmap": match_map_entries(cfg),
         "w": weight_rows(cfg) * nin,
         "wf": N_FINAL_ROWS * R_SETS,
         "x": 256 * nin,
@@ -232,7 +252,7 @@ def layout(cfg):
         "freq": 256,
         "mode": 256,
         "hstate": 3,
-        "mstate": 3,
+        "mstate": MSTATE if cfg.match_recovery or cfg.match_two else 3,
         "expected": 1,
         "kinds": C,
         "parts": nin,
@@ -265,6 +285,7 @@ def layout(cfg):
         if cfg.apm and cfg.sse_pair and cfg.apm_counts
         else 0,
         "apm4n": (1 << cfg.apm_log) * 33 if cfg.apm_order4 and cfg.apm_counts else 0,
+        "mt2": (1 << cfg.match_log) if cfg.match_two else 0,
     }
 
 
@@ -491,11 +512,19 @@ def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme
     col = dims[D_CCOLS]
     match_sel = 0
     if dims[D_MATCH]:
-        e = match_inputs(x, col, mstate, mmap, node, depth)
-        col += 2
+        rec, two = dims[D_RECOVER], np.int64(dims[D_MCOLS] == 4)
+        e = cand_inputs(x, col, mstate, 0, mmap, 0, node, depth, rec, two)
+        if two:
+            cand_inputs(x, col + 2, mstate, SECOND, mmap, mmap.shape[0] >> 1, node, depth, rec,
+                        two)  # fmt: skip
+        col += dims[D_MCOLS]
         if mstate[1] > 0:
             lb = length_bucket(mstate[1])
-            match_sel = 1 + 2 * lb + e if e >= 0 else 65 + lb
+            if rec and mstate[3] != 0:  # recovering: rows 97-120 by its misses
+                r = min(misses(mstate[3]), 8) - 1
+                match_sel = 97 + 2 * r + e if e >= 0 else 113 + r
+            else:
+                match_sel = 1 + 2 * lb + e if e >= 0 else 65 + lb
     sel[node, 0] = ROW_C0 + node
     sel[node, 1] = ROW_MATCH + match_sel
     sel[node, 2] = ROW_C1 + c1
@@ -608,7 +637,7 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     mlr = dims[D_MLR] if dims[D_MLR] else lr
     if dims[D_LR_DECAY]:
         lr = decayed_lr(lr, _carve(i64, offs, V_HSTATE)[0])
-    mcol = dims[D_CCOLS] + 2 * dims[D_MATCH]
+    mcol = dims[D_CCOLS] + dims[D_MCOLS]
     mhi = mcol + 2 if dims[D_MAMBA] else mcol
     node = 1
     for d in range(8):
@@ -666,15 +695,26 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
     mstate = _carve(i64, offs, V_MSTATE)
     if dims[D_MATCH]:
-        update_match_map(_carve(i32, offs, V_MMAP), mstate, byte, dims[D_MLIMIT])
+        mmap = _carve(i32, offs, V_MMAP)
+        rec, two = dims[D_RECOVER], np.int64(dims[D_MCOLS] == 4)
+        update_cand_map(mmap, 0, mstate, 0, byte, dims[D_MLIMIT], rec, two)
+        if two:
+            update_cand_map(mmap, mmap.shape[0] >> 1, mstate, SECOND, byte, dims[D_MLIMIT], rec,
+                            two)  # fmt: skip
     words = _carve(u64b, offs, V_WORDS)
     history_push(hist, hstate, words, hmask, byte)
     if dims[D_MATCH]:
-        match_advance(_carve(i32, offs, V_MT), mstate, hist, hstate, hmask, dims[D_MINLEN])
+        rec = dims[D_RECOVER]
+        cand_advance(_carve(i32, offs, V_MT), mstate, 0, hist, hstate, hmask, dims[D_MINLEN], 1,
+                     rec)  # fmt: skip
+        if dims[D_MCOLS] == 4:
+            n2 = dims[D_MINLEN2]
+            cand_advance(_carve(i32, offs, V_MT2), mstate, SECOND, hist, hstate, hmask, n2, n2,
+                         rec)  # fmt: skip
     kinds = _carve(i64, offs, V_KINDS)
     context_hashes(ctxh, _carve(u64b, offs, V_ORDERS), hist, hstate, words, kinds, hmask,
                    _carve(u16, offs, V_IND))  # fmt: skip
-    match_context(ctxh, kinds, mstate)
+    match_context2(ctxh, kinds, mstate, dims[D_MCTX2])
 
 
 @driver
@@ -685,8 +725,8 @@ def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
         _carve(i64, offs, V_HSTATE), _carve(u64b, offs, V_WORDS), _carve(i64, offs, V_KINDS),
         dims[D_HMASK], _carve(u16, offs, V_IND),
     )  # fmt: skip
-    match_context(_carve(u64b, offs, V_CTXH), _carve(i64, offs, V_KINDS),
-                  _carve(i64, offs, V_MSTATE))  # fmt: skip
+    match_context2(_carve(u64b, offs, V_CTXH), _carve(i64, offs, V_KINDS),
+                   _carve(i64, offs, V_MSTATE), dims[D_MCTX2])  # fmt: skip
     _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf)
 
 

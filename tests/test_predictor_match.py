@@ -12,9 +12,17 @@ import mambazip
 from mambazip.errors import ConfigError
 from mambazip.predictor import DEFAULT, SMALL, ContextMixer, MixConfig
 from mambazip.predictor.counters import stretch
-from mambazip.predictor.history import history_push
+from mambazip.predictor.history import K_MATCHED, history_push
 from mambazip.predictor.loop import layout
-from mambazip.predictor.match import MSTATE, SECOND, cand_advance, cand_inputs, update_cand_map
+from mambazip.predictor.match import (
+    MSTATE,
+    SECOND,
+    cand_advance,
+    cand_inputs,
+    match_context,
+    match_context2,
+    update_cand_map,
+)
 
 
 class _Run:
@@ -194,3 +202,18 @@ def test_round_trip_with_the_match_options(sample):
     plain = dataclasses.replace(mix, match_recover=0, match_min2=0, match_ctx2=False)
     plain = dataclasses.replace(settings, mix=plain)
     assert mambazip.compress(bytes(data), plain) != blob
+
+
+def test_the_matched_context_tells_a_recovering_match_from_a_fresh_one():
+    kinds = np.array([K_MATCHED], np.int64)
+    mstate = np.zeros(MSTATE, np.int64)
+    mstate[:4] = 100, 1, 0x41, 0
+    fresh, recovering, old = (np.zeros(1, np.uint64) for _ in range(3))
+    match_context2(fresh, kinds, mstate, 2)
+    match_context(old, kinds, mstate[:3])
+    assert fresh[0] == old[0]  # not recovering: the hash of files before the option
+    mstate[3] = 0b100
+    match_context2(recovering, kinds, mstate, 2)
+    assert recovering[0] != fresh[0]
+    match_context2(fresh, kinds, mstate, 0)  # recovery off: the flag is not read
+    assert fresh[0] == old[0]

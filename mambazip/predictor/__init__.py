@@ -188,7 +188,7 @@ class ContextMixer:
         dims[D_MCOLS] = cfg.match_columns
         dims[D_RECOVER] = cfg.match_recovery
         dims[D_MINLEN2] = cfg.match_min2
-        dims[D_MCTX2] = cfg.match_ctx2 and cfg.match_two
+        dims[D_MCTX2] = int(cfg.match_ctx2 and cfg.match_two) | 2 * (cfg.match_recovery > 0)
         return dims
 
     def _init_tables(self, cfg):

@@ -147,14 +147,16 @@ def match_context(ctxh, kinds, mstate):
 
 
 @kernel
-def match_context2(ctxh, kinds, mstate, second):
-    """match_context; with second (mix.match_ctx2), also the second candidate's expected
-    byte (or none)."""
+def match_context2(ctxh, kinds, mstate, mode):
+    """match_context; mode bit 0 (mix.match_ctx2): also the second candidate's expected byte
+    (or none); bit 1 (recovery on): also whether the match is recovering from a miss."""
     for i in range(kinds.shape[0]):
         if kinds[i] == K_MATCHED:
             n = mstate[1]
             v = mstate[2] | (min(length_bucket(n), 15) << 8) | 0x10000 if n else 0
-            if second:
+            if n and mode & 2 and mstate[3] != 0:
+                v |= 0x20000
+            if mode & 1:
                 v |= ((mstate[SECOND + 2] | 256) << 20) if mstate[SECOND + 1] else 0
             h = fmix(u64(v)) if v else M1
             ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(K_MATCHED + 1) << S56)

@@ -167,6 +167,7 @@ def test_config_options_are_checked():
         MixConfig(match_min2=6)  # not longer than match_min
     with pytest.raises(ConfigError):
         MixConfig(match_ctx2=True)  # no second candidate
+    MixConfig(match_ctx2=True, level=5)  # level 5 has one
     with pytest.raises(ConfigError):
         MixConfig(match_recover=17)
 
@@ -217,3 +218,20 @@ def test_the_matched_context_tells_a_recovering_match_from_a_fresh_one():
     assert recovering[0] != fresh[0]
     match_context2(fresh, kinds, mstate, 0)  # recovery off: the flag is not read
     assert fresh[0] == old[0]
+
+
+def test_level_5_is_level_4_with_recovery_4_and_a_second_candidate_of_20_bytes():
+    five = dataclasses.replace(SMALL, level=5)
+    four = dataclasses.replace(SMALL, level=4, match_recover=4, match_min2=20)
+    assert (five.match_recovery, five.match_hash2) == (4, 20)
+    assert layout(five) == layout(four)
+    data = np.frombuffer(b"the cat sat on the mat; the cat sat on a hat. " * 30, np.uint8)
+    tables = []
+    for cfg in (five, four):
+        mixer = ContextMixer(cfg, nibbles=True)
+        mixer.prime()
+        tables.append(mixer.advance(data)[0])
+    assert np.array_equal(tables[0], tables[1])
+    # Its own fields still win where set.
+    assert dataclasses.replace(five, match_recover=8, match_min2=16).match_hash2 == 16
+    assert dataclasses.replace(five, match=False).match_columns == 0

@@ -187,7 +187,7 @@ class ContextMixer:
         dims[D_PBITS] = 16 if cfg.wide else 12
         dims[D_MCOLS] = cfg.match_columns
         dims[D_RECOVER] = cfg.match_recovery
-        dims[D_MINLEN2] = cfg.match_min2
+        dims[D_MINLEN2] = cfg.match_hash2
         dims[D_MCTX2] = int(cfg.match_ctx2 and cfg.match_two) | 2 * (cfg.match_recovery > 0)
         return dims
 

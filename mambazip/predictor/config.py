@@ -37,6 +37,10 @@ LEVEL3_CONTEXTS = ("nest",)
 # What level 4 adds to level 3: the run input of each context model (run_inputs 1), the
 # 16-bit final probabilities (wide_final).
 LEVEL4_RUN_INPUTS = 1
+# What level 5 adds to level 4: the match model's recovery (match_recover 4) and its second
+# candidate by a hash of 20 bytes, where those fields are 0.
+LEVEL5_RECOVER = 4
+LEVEL5_MIN2 = 20
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -63,7 +67,7 @@ _INT_BOUNDS = {
     # An APM after the combiner keyed by the node and (1) the Mamba's expected byte or (2) its
     # node probability quantised to 32 stretch buckets; 0: none.
     "mamba_eapm": (0, 2),
-    "level": (0, 4),
+    "level": (0, 5),
     "counter_rates": (0, 1),  # counters.COUNTER_RATES's row
     # With the SSE pair, the probability coded is the mean of the APMs and the combiner's (0)
     # or of the APMs alone (1).
@@ -167,7 +171,8 @@ class MixConfig:
     match_ctx2: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
-    # wide final probabilities
+    # wide final probabilities; 5: also the match model's recovery and second candidate
+    # (LEVEL5_RECOVER, LEVEL5_MIN2)
 
     def __post_init__(self):
         for field, names in (("contexts", EXTRA_KINDS), ("sets", EXTRA_SETS)):
@@ -204,8 +209,10 @@ class MixConfig:
                 f"mix.match_min2 must be 0 or more than match_min ({self.match_min}), "
                 f"got {self.match_min2}"
             )
-        if self.match_ctx2 and not self.match_min2:
-            raise ConfigError("mix.match_ctx2 needs the second match candidate (match_min2)")
+        if self.match_ctx2 and not self.match_two:
+            raise ConfigError(
+                "mix.match_ctx2 needs the second match candidate (match_min2 or level 5)"
+            )
 
     @property
     def context_kinds(self):
@@ -304,14 +311,29 @@ class MixConfig:
         return self.final_sel == 1 or self.level >= 1
 
     @property
+    def match_hash2(self):
+        """Bytes hashed to find the second match candidate: match_min2, or level 5's where it
+        is 0 (0: no second candidate)."""
+        if not self.match:
+            return 0
+        if self.match_min2 == 0 and self.level >= 5:
+            return LEVEL5_MIN2
+        return self.match_min2
+
+    @property
     def match_two(self):
         """Whether the match model has a second candidate."""
-        return self.match and self.match_min2 > 0
+        return self.match_hash2 > 0
 
     @property
     def match_recovery(self):
-        """The match model's miss limit (0: no recovery)."""
-        return self.match_recover if self.match else 0
+        """The match model's miss limit (0: no recovery): match_recover, or level 5's where it
+        is 0."""
+        if not self.match:
+            return 0
+        if self.match_recover == 0 and self.level >= 5:
+            return LEVEL5_RECOVER
+        return self.match_recover
 
     @property
     def match_columns(self):

@@ -220,10 +220,10 @@ def test_the_matched_context_tells_a_recovering_match_from_a_fresh_one():
     assert fresh[0] == old[0]
 
 
-def test_level_5_is_level_4_with_recovery_4_and_a_second_candidate_of_20_bytes():
+def test_level_5_is_level_4_with_recovery_3_and_a_second_candidate_of_20_bytes():
     five = dataclasses.replace(SMALL, level=5)
-    four = dataclasses.replace(SMALL, level=4, match_recover=4, match_min2=20)
-    assert (five.match_recovery, five.match_hash2) == (4, 20)
+    four = dataclasses.replace(SMALL, level=4, match_recover=3, match_min2=20)
+    assert (five.match_recovery, five.match_hash2) == (3, 20)
     assert layout(five) == layout(four)
     data = np.frombuffer(b"the cat sat on the mat; the cat sat on a hat. " * 30, np.uint8)
     tables = []

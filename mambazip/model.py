@@ -322,7 +322,7 @@ class OnlineLearner:
     def _run(self, data, freqs, pdfs, p):
         m = self.model
         if self._overlap is not None:
-            self._overlap.run(data, freqs, pdfs, p)
+            self._overlap.run(self, data, freqs, pdfs, p)
         elif self.seg is None:
             run_bytes(
                 m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
@@ -352,7 +352,7 @@ class OnlineLearner:
         both sides end in (and may save) has learned every byte."""
         m = self.model
         if self._overlap is not None:
-            self._overlap.finish()
+            self._overlap.finish(self)
             return
         if self.seg is None:
             return
@@ -374,10 +374,11 @@ class _Overlap:
     """The two weight buffers and two segments of overlapped updates (kernels/segment.py)
     and the update in flight. T[0] is the model's own ``params.flat``, so that after
     ``finish`` the model holds the newest weights. ``turn`` k counts the segments begun:
-    the forwards read T[k % 2] and feed segs[k % 2]."""
+    the forwards read T[k % 2] and feed segs[k % 2]. The learner is passed to each call,
+    not held, so that a learner dropped without ``finish`` is freed at once (no cycle);
+    the update thread lives from the first update to ``finish``."""
 
     def __init__(self, learner, thread):
-        self.learner = learner
         m = learner.model
         self.theta = (m.params.flat, m.params.flat.copy())
         self.A = (m.A, m.A.copy())
@@ -387,11 +388,12 @@ class _Overlap:
         self.ssm_scratch = np.zeros_like(m.ssm_state)
         self.scratch_counters = np.zeros_like(m.counters)
         self.turn = 0
-        self.executor = ThreadPoolExecutor(1, "mambazip-update") if thread else None
+        self.thread = thread
+        self.executor = None
         self.pending = None
 
-    def run(self, data, freqs, pdfs, p):
-        L, m = self.learner, self.learner.model
+    def run(self, L, data, freqs, pdfs, p):
+        m = L.model
         start, resumed = 0, False
         while True:
             k = self.turn % 2
@@ -403,26 +405,27 @@ class _Overlap:
             )  # fmt: skip
             if start == data.shape[0]:
                 return
-            self._begin_update(int(m.counters[C_SEG]), True)
+            self._begin_update(L, int(m.counters[C_SEG]), True)
             resumed = True
 
-    def _begin_update(self, n_steps, live):
+    def _begin_update(self, L, n_steps, live):
         """Hand the update of the current segment's first ``n_steps`` forwards over (to the
         thread, or run it now) and turn to the other weights and segment."""
         self.wait()
         k = self.turn % 2
-        args = self._update_args(k, n_steps, live)
+        args = self._update_args(L, k, n_steps, live)
         self.turn += 1
-        m = self.learner.model
-        m.counters[C_SEG] = 0
-        self.learner.seg = self.segs[1 - k][0]
-        if self.executor is None:
+        L.model.counters[C_SEG] = 0
+        L.seg = self.segs[1 - k][0]
+        if not self.thread:
             overlap_update(*args)
-        else:
-            self.pending = self.executor.submit(overlap_update, *args)
+            return
+        if self.executor is None:
+            self.executor = ThreadPoolExecutor(1, "mambazip-update")
+        self.pending = self.executor.submit(overlap_update, *args)
 
-    def _update_args(self, k, n_steps, live):
-        L, m = self.learner, self.learner.model
+    def _update_args(self, L, k, n_steps, live):
+        m = L.model
         _, ints, floats = self.segs[k]
         return (
             self.theta[k], self.A[k], self.theta[1 - k], L.grad, L.adam_m, L.adam_v,
@@ -436,18 +439,21 @@ class _Overlap:
             pending, self.pending = self.pending, None
             pending.result()
 
-    def finish(self):
-        """Land the update in flight, learn the unfinished segment's targets at once, and
-        leave the newest weights in both buffers (T[0] the model's)."""
+    def finish(self, L):
+        """Land the update in flight, end the update thread, learn the unfinished segment's
+        targets at once, and leave the newest weights in both buffers (T[0] the model's)."""
         self.wait()
-        m = self.learner.model
+        if self.executor is not None:
+            self.executor.shutdown()
+            self.executor = None
+        m = L.model
         k = self.turn % 2
         known = int(m.counters[C_SEG]) - 1
         newest = 1 - k
         if known > 0:
             # Its newest chunk's activations may be overwritten by the forward after the
             # targets: replayed, not live.
-            overlap_update(*self._update_args(k, known, False))
+            overlap_update(*self._update_args(L, k, known, False))
             newest = k
         for buffers in (self.theta, self.A):
             buffers[1 - newest][...] = buffers[newest]

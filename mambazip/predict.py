@@ -15,6 +15,7 @@ from .errors import ConfigError
 from .kernels.forward import acts_size
 from .kernels.layout import N_TENSORS
 from .kernels.segment import N_PLAN, segment_sizes
+from .kernels.step import N_COUNTERS
 from .model import OnlineLearner, segment_shapes
 from .params import flat_size
 from .predictor import ContextMixer
@@ -126,11 +127,12 @@ def memory_bytes(settings, replay_chunk=None, chunk=4096):
     total += 8 * n_ints + 4 * n_floats
     if train.bptt > 1 and train.optimizer != "none":
         live, replay = segment_shapes(dims, train, replay_chunk)
-        # An overlapped update has a second segment, weights and A, and a scratch state.
+        # An overlapped update has a second segment, weights and A, and a scratch state and
+        # counters.
         for shape in (live, replay, live if train.overlap else None):
             if shape is not None:
                 n_ints, n_floats = segment_sizes(dims, *shape)
                 total += 8 * n_ints + 4 * n_floats
         if train.overlap:
-            total += 4 * flat_size(cfg) + 4 * (K * L * E + 2 * L * E * N)
+            total += 4 * flat_size(cfg) + 4 * (K * L * E + 2 * L * E * N) + 8 * N_COUNTERS
     return total

@@ -299,6 +299,11 @@ def test_memory_estimate_covers_every_array_the_mamba_allocates(train):
     if learner.seg is not None:
         arrays += [learner._seg_ints, learner._seg_floats, learner._rep_ints,
                    learner._rep_floats, learner.plan]  # fmt: skip
+    overlap = learner._overlap
+    if overlap is not None:  # the preset's overlapped updates: the second buffers
+        _, ints, floats = overlap.segs[1]
+        arrays += [overlap.theta[1], overlap.A[1], ints, floats, overlap.conv_scratch,
+                   overlap.ssm_scratch, overlap.scratch_counters]  # fmt: skip
     # The bptt=1 scratch is a one-token segment (Model.__init__), held through its views.
     n_ints, n_floats = segment_sizes(m.dims, 1, 1)
     allocated = sum(a.nbytes for a in arrays) + 8 * n_ints + 4 * n_floats

@@ -93,6 +93,9 @@ def encode(source, destination, plan, observer=SILENT):
     # The prior is for text: what the predictor will code, the transformed data.
     looked_at = block if memo is None else memo.stream[: layout.block_size]
     plan = dataclasses.replace(plan, start=plan.start.for_input(looked_at))
+    if plan.start.settings is not settings:  # a prior's own recipe
+        settings = plan.start.settings
+        _check_memory(settings, plan.limits)
     sha = _digest(plan)
     stats = Stats()
     short = (not block and sha is None

@@ -382,7 +382,8 @@ def preset_names():
 
 def load_preset(name, keep_prior=False):
     """The preset ``models/NAME.json`` as a settings dict (model, train, seed; with
-    ``keep_prior`` also "prior", the SHA-256 of its pretrained starting model)."""
+    ``keep_prior`` also "prior", the SHA-256 of its pretrained starting model, and
+    "prior_train", the training fields that differ when the Mamba starts from it)."""
     if name not in preset_names():
         raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(preset_names())}")
     text = models_dir().joinpath(f"{name}.json").read_text()
@@ -390,14 +391,20 @@ def load_preset(name, keep_prior=False):
     data.pop("benchmark", None)
     if not keep_prior:
         data.pop("prior", None)
+        data.pop("prior_train", None)
     return data
 
 
-def resolve_settings(preset="default", model=None, train=None, seed=None, mix=None):
+def resolve_settings(preset="default", model=None, train=None, seed=None, mix=None,
+                     from_prior=False):  # fmt: skip
     """A preset with explicit overrides applied (None values are ignored). Changing d_model
     without d_inner or dt_rank derives them anew, as Mamba does. ``mix``: one of MIX_MODES
-    (None: the preset's), the preset's mixing tables with or without the Mamba."""
-    data = load_preset(preset)
+    (None: the preset's), the preset's mixing tables with or without the Mamba. With
+    ``from_prior``, the settings of a Mamba that starts from the preset's prior: its
+    "prior_train" fields under the explicit ``train`` ones."""
+    data = load_preset(preset, keep_prior=from_prior)
+    data.pop("prior", None)
+    prior_train = data.pop("prior_train", {})
     if mix is not None:
         if mix not in MIX_MODES:
             raise ConfigError(f"mix must be one of {', '.join(MIX_MODES)}, got {mix!r}")
@@ -407,6 +414,8 @@ def resolve_settings(preset="default", model=None, train=None, seed=None, mix=No
             data["mix"] = {**data.get("mix", {}), "mamba": mix == "full"}
     model = {k: v for k, v in (model or {}).items() if v is not None}
     train = {k: v for k, v in (train or {}).items() if v is not None}
+    if from_prior:
+        train = {**prior_train, **train}
     if "d_model" in model:
         model.setdefault("d_inner", 2 * model["d_model"])
         model.setdefault("dt_rank", -(-model["d_model"] // 16))

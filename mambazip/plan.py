@@ -30,14 +30,17 @@ class Start:
     resume: bool = False
     prior: object = None
     notices: tuple = ()
+    prior_settings: Settings = None
 
     def for_input(self, first_block):
         """This start for an input beginning with ``first_block``: the prior becomes the
-        model when the input looks like text, and is dropped otherwise."""
-        model = self.model
+        model, with ``prior_settings`` (the recipe of a Mamba that starts from it) when
+        there are any, when the input looks like text; it is dropped otherwise."""
+        model, settings = self.model, self.settings
         if model is None and self.prior is not None and priors.looks_like_text(first_block):
-            model = self.prior
-        return dataclasses.replace(self, model=model, prior=None)
+            model, settings = self.prior, self.prior_settings or settings
+        return dataclasses.replace(self, settings=settings, model=model, prior=None,
+                                   prior_settings=None)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,12 @@ def start(preset="default", overrides=None, seed=None, mix=None, given=None, pri
     shape = {k: overrides.pop(k) for k in MODEL_KEYS if k in overrides}
     if given.model is None:
         settings = resolve_settings(preset, model=shape, train=overrides, seed=seed, mix=mix)
-        return Start(settings, prior=prior_for(preset, settings, memlimit) if prior else None)
+        chosen = prior_for(preset, settings, memlimit) if prior else None
+        if chosen is None:
+            return Start(settings)
+        with_prior = resolve_settings(preset, model=shape, train=overrides, seed=seed, mix=mix,
+                                      from_prior=True)  # fmt: skip
+        return Start(settings, prior=chosen, prior_settings=with_prior)
     for key, value in shape.items():
         have = getattr(given.model.config, key)
         if value != have:

@@ -248,3 +248,44 @@ def test_text_is_told_from_binary_by_its_control_bytes():
     assert not priors.looks_like_text(b"\x00\x01\x02\x03text" * 10)
     assert priors.looks_like_text(b"\x1b" * 25 + b"a" * 75)
     assert not priors.looks_like_text(b"\x1b" * 26 + b"a" * 74)
+
+
+@pytest.fixture
+def prior_recipe(models):
+    """The "tiny" preset with a "prior_train" of its own: a Mamba that starts from its prior
+    learns at a third of the preset's rate."""
+    folder, sha = models
+    preset = json.loads((folder / "tiny.json").read_text())
+    (folder / "tiny.json").write_text(json.dumps({**preset, "prior_train": {"lr": 0.001}}))
+    return sha
+
+
+def test_a_mamba_that_starts_from_the_prior_learns_with_the_prior_recipe(run_cli, prior_recipe):
+    packed = run_cli("compress", *TINY_PRESET, input=TEXT)
+    assert packed.exit_code == 0, packed.stderr
+    header = container.read_header(io.BytesIO(packed.stdout))
+    assert header["model_sha256"] == prior_recipe
+    assert header["settings"].train.lr == 0.001
+    assert run_cli("decompress", input=packed.stdout).stdout == TEXT
+
+
+def test_binary_input_learns_with_the_presets_own_recipe(run_cli, prior_recipe):
+    binary = b"".join(i.to_bytes(4, "little") for i in range(600))
+    packed = run_cli("compress", *TINY_PRESET, input=binary)
+    header = container.read_header(io.BytesIO(packed.stdout))
+    assert header["model_sha256"] is None
+    assert header["settings"].train.lr == 0.003
+    assert run_cli("decompress", input=packed.stdout).stdout == binary
+
+
+def test_an_explicit_rate_wins_over_the_prior_recipe(run_cli, prior_recipe):
+    packed = run_cli("compress", *TINY_PRESET, "--lr", "0.002", input=TEXT)
+    header = container.read_header(io.BytesIO(packed.stdout))
+    assert header["model_sha256"] == prior_recipe
+    assert header["settings"].train.lr == 0.002
+
+
+def test_the_prior_recipe_is_no_part_of_the_presets_settings(prior_recipe):
+    assert resolve_settings("tiny").train.lr == 0.003
+    assert resolve_settings("tiny", from_prior=True).train.lr == 0.001
+    assert "prior_train" not in config.load_preset("tiny")

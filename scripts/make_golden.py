@@ -67,7 +67,8 @@ def noise(n, state=0x9E3779B97F4A7C15):
 
 # Version 3 options: "mix" (none, cm or full) with the small tables of predictor.SMALL,
 # "preset" for the preset's own tables, or "fast" for the fast preset; "extras" (name, mtime,
-# size); "block_size"; "seed" (else 1234); "small_input" (plan.Layout's).
+# size); "block_size"; "seed" (else 1234); "small_input" (plan.Layout's); "prior" (a
+# preset whose prior starts the Mamba) and "from_prior" (with that preset's "prior_train").
 NAMED = {"name": "golden.txt", "mtime": 1_796_000_000}
 CASES = {
     1: {
@@ -229,6 +230,16 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default"},
         ),
+        # V6_BASES entry 8 (entry 7 with overlapped updates, level 5): the default preset on
+        # an input that does not start from its prior.
+        "default-base8-short": (TEXT[:400], {}, {}, {"mix": "preset", "extras": {}}),
+        # V6_BASES entry 9: the default preset from its prior, with its "prior_train".
+        "default-base9-prior-PRIOR-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (
@@ -275,6 +286,7 @@ def settings_of(model, train, options):
         train=train,
         seed=options.get("seed", 1234),
         mix=None if mix == "preset" else ("cm" if mix in LEVELS else mix),
+        from_prior=options.get("from_prior", False),
     )
     if mix in ("full", "cm", *LEVELS):
         small = dataclasses.replace(SMALL, mamba=mix == "full", level=LEVELS.get(mix, 0))

@@ -119,7 +119,8 @@ def test_the_base_prior_is_named_without_its_digest(base):
     assert parsed["model_sha256"] == prior
 
 
-DEFAULT_BASE = 7  # today's default preset: level 4, promote, final_lr 1, no rerun
+DEFAULT_BASE = 8  # today's default preset: level 5, promote, final_lr 1, no rerun, overlap
+PRIOR_BASE = 9  # the same from its prior (preset "prior_train")
 
 
 def test_the_default_preset_is_its_base_and_names_it_and_its_prior_in_one_byte():
@@ -127,6 +128,16 @@ def test_the_default_preset_is_its_base_and_names_it_and_its_prior_in_one_byte()
     header = container.compact_header(settings, priors.preset_prior("default"))
     assert header[3] == container.F_BASE | container.F_PRIOR
     assert header[4:] == container.varint(DEFAULT_BASE)
+
+
+def test_the_default_from_its_prior_is_its_own_base_in_one_byte():
+    settings = mambazip.resolve_settings("default", from_prior=True)
+    assert settings != mambazip.resolve_settings("default")
+    header = container.compact_header(settings, priors.preset_prior("default"))
+    assert header[3] == container.F_BASE | container.F_PRIOR
+    assert header[4:] == container.varint(PRIOR_BASE)
+    small = container.V6_BASES[container.SMALL_BASES[DEFAULT_BASE]][0]
+    assert container.small_input_settings(settings, 100) == mambazip.Settings.from_dict(small)
 
 
 def test_a_noise_block_is_stored_and_skipped_by_the_predictor_on_both_sides():
@@ -292,7 +303,7 @@ def test_a_preset_short_input_codes_with_its_small_input_counterpart():
     # Mamba outside the final combiner, and the rerun after each update kept (the settings
     # measured on short inputs before level 4: bench-2026-12-03-small-inputs.md).
     assert small.model == settings.model
-    assert small.train == dataclasses.replace(settings.train, rerun=True)
+    assert small.train == dataclasses.replace(settings.train, rerun=True, overlap=False)
     assert small.mix == dataclasses.replace(settings.mix, max_order=4, sparse=False,
                                             combiner_lr=16, final_lr=8, level=0,
                                             promote=False)  # fmt: skip

@@ -7,14 +7,13 @@ recorded in the header only when true, and decoded to the same bytes."""
 from __future__ import annotations
 
 import io
-import json
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import mambazip
-from mambazip import config, container, trainer
+from mambazip import container, trainer
 from mambazip.cli import cli
 from mambazip.config import ConfigError, TrainConfig
 from mambazip.kernels.optim import adam_update, sgd_update
@@ -157,7 +156,8 @@ def test_overlap_is_recorded_in_the_header_and_decodes_to_the_input(mix):
     blob = mambazip.compress(TEXT, settings)
     assert container.read_header(io.BytesIO(blob))["settings"] == settings
     assert mambazip.decompress(blob) == TEXT
-    now = mambazip.resolve_settings(model=TINY_MODEL, train={"rerun": False}, mix=mix)
+    train = {"rerun": False, "overlap": False}
+    now = mambazip.resolve_settings(model=TINY_MODEL, train=train, mix=mix)
     assert mambazip.compress(TEXT, now) != blob, "late updates change the coded bits"
 
 
@@ -188,10 +188,7 @@ def test_overlap_out_of_its_bounds_is_refused(train, message):
 
 
 @pytest.mark.parametrize("train", [{"rerun": True}, {"iters": 2}, {"horizon": 32}])
-def test_a_recipe_that_learns_a_segment_more_than_once_drops_a_presets_overlap(train, monkeypatch):
-    preset = config.load_preset("default")
-    preset["train"] = {**preset["train"], **OVERLAP}
-    monkeypatch.setattr(config, "load_preset", lambda name: json.loads(json.dumps(preset)))
+def test_a_recipe_that_learns_a_segment_more_than_once_drops_the_presets_overlap(train):
     assert mambazip.resolve_settings("default").train.overlap is True
     assert mambazip.resolve_settings("default", train=train).train.overlap is False
     with pytest.raises(ConfigError, match="overlap needs"):

@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+import mambazip
 from mambazip.errors import ConfigError
 from mambazip.predictor import DEFAULT, SMALL, ContextMixer, MixConfig
 
@@ -52,3 +53,9 @@ def test_presets_fit_their_memory_budgets():
     assert FAST.memory_bytes() < DEFAULT.memory_bytes() <= 512 << 20
     assert MAX.memory_bytes() <= 1 << 30
     assert DEFAULT.mamba and MAX.mamba and not FAST.mamba
+
+
+def test_the_default_preset_mixes_with_predictor_default():
+    """predictor.DEFAULT (what ContextMixer() and bench_predictor.py use) is the shipped
+    default preset's mix, not an older one."""
+    assert mambazip.resolve_settings("default").mix == DEFAULT

@@ -173,11 +173,12 @@ def test_config_options_are_checked():
 
 
 def test_the_options_at_their_defaults_leave_header_and_tables_alone():
+    level4 = dataclasses.replace(DEFAULT, level=4)  # the level before the options
     for key in ("match_recover", "match_min2", "match_ctx2"):
-        assert key not in DEFAULT.to_dict()
-    sizes = layout(DEFAULT)
+        assert key not in level4.to_dict()
+    sizes = layout(level4)
     assert (sizes["mmap"], sizes["mstate"], sizes["mt2"]) == (64, 3, 0)
-    on = dataclasses.replace(DEFAULT, match_recover=8, match_min2=16, match_ctx2=True)
+    on = dataclasses.replace(level4, match_recover=8, match_min2=16, match_ctx2=True)
     assert MixConfig.from_dict(on.to_dict()) == on
     sizes = layout(on)  # a second table, two maps of 64 x 5 x 3, two candidates' states
     assert (sizes["mt2"], sizes["mmap"], sizes["mstate"]) == (1 << 22, 1920, MSTATE)

@@ -447,12 +447,12 @@ FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
 # probabilities), the Mamba's inputs promoted, final_lr 1: the whole default's ideal bits on
 # the same Mamba pdfs, enwik6/book1/alice29.txt/obj2 1.7632/2.1490/1.8303/1.5551 ->
 # 1.7561/2.1466/1.8280/1.5430 (benchmarks/sweep-2026-12-03-mamba-mix.md, scripts/sweep_mix.py).
-# 2026-12-04: level 5 (the match model's recovery and second candidate), not in DEFAULT
-# (the header's bases are the lead's): the whole default's ideal bits on the same Mamba pdfs
-# 1.7546/2.1464/1.8279/1.5413 -> 1.7540/2.1467/1.8278/1.5155
+# Seventeenth session, 2026-12-04: level 5 (the match model's recovery and second
+# candidate), the default preset's mix since V6_BASES entry 8: the whole default's ideal bits
+# on the same Mamba pdfs 1.7546/2.1464/1.8279/1.5413 -> 1.7540/2.1467/1.8278/1.5155
 # (benchmarks/sweep-2026-12-04-match.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
-                    level=4, combiner_lr=4, final_lr=1, promote=True)  # fmt: skip
+                    level=5, combiner_lr=4, final_lr=1, promote=True)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

@@ -20,7 +20,6 @@ from mambazip.predictor.match import (
     cand_advance,
     cand_inputs,
     match_context,
-    match_context2,
     update_cand_map,
 )
 
@@ -211,13 +210,13 @@ def test_the_matched_context_tells_a_recovering_match_from_a_fresh_one():
     mstate = np.zeros(MSTATE, np.int64)
     mstate[:4] = 100, 1, 0x41, 0
     fresh, recovering, old = (np.zeros(1, np.uint64) for _ in range(3))
-    match_context2(fresh, kinds, mstate, 2)
-    match_context(old, kinds, mstate[:3])
+    match_context(fresh, kinds, mstate, 2)
+    match_context(old, kinds, mstate[:3], 0)
     assert fresh[0] == old[0]  # not recovering: the hash of files before the option
     mstate[3] = 0b100
-    match_context2(recovering, kinds, mstate, 2)
+    match_context(recovering, kinds, mstate, 2)
     assert recovering[0] != fresh[0]
-    match_context2(fresh, kinds, mstate, 0)  # recovery off: the flag is not read
+    match_context(fresh, kinds, mstate, 0)  # recovery off: the flag is not read
     assert fresh[0] == old[0]
 
 

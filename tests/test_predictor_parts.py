@@ -19,7 +19,7 @@ from mambazip.predictor.counters import (
 )
 from mambazip.predictor.history import context_hashes, history_push
 from mambazip.predictor.loop import layout
-from mambazip.predictor.match import MAX_LEN, match_advance, update_match_map
+from mambazip.predictor.match import MAX_LEN, cand_advance, update_cand_map
 
 
 def squash(x):
@@ -193,9 +193,9 @@ def test_match_model_predicts_a_repeated_block_with_p_above_099():
             p *= p1 if bit else 1 - p1
             node = 2 * node + bit
         probs.append(p)
-        update_match_map(mmap, mstate, byte, 1023)
+        update_cand_map(mmap, 0, mstate, 0, byte, 1023, 0, 0)
         h.push(byte)
-        match_advance(mt, mstate, h.hist, h.hstate, h.mask, 6)
+        cand_advance(mt, mstate, 0, h.hist, h.hstate, h.mask, 6, 1, 0)
     assert max(probs[:3000]) < 0.5  # random bytes: no match yet
     assert 0 < mstate[1] <= MAX_LEN
     assert min(probs[-2000:]) > 0.99

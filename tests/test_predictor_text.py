@@ -554,7 +554,7 @@ def test_the_matched_context_is_the_expected_byte_and_the_length_bucket():
     ctxh = np.zeros(1, np.uint64)
 
     def hashed(length, expected):
-        match_context(ctxh, kinds, np.array([0, length, expected], np.int64))
+        match_context(ctxh, kinds, np.array([0, length, expected], np.int64), 0)
         return int(ctxh[0])
 
     assert hashed(0, 65) == hashed(0, 66)  # no match: one context

@@ -79,7 +79,7 @@ from .match import (
     cand_inputs,
     length_bucket,
     map_entries,
-    match_context2,
+    match_context,
     misses,
     update_cand_map,
 )
@@ -714,7 +714,7 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     kinds = _carve(i64, offs, V_KINDS)
     context_hashes(ctxh, _carve(u64b, offs, V_ORDERS), hist, hstate, words, kinds, hmask,
                    _carve(u16, offs, V_IND))  # fmt: skip
-    match_context2(ctxh, kinds, mstate, dims[D_MCTX2])
+    match_context(ctxh, kinds, mstate, dims[D_MCTX2])
 
 
 @driver
@@ -725,7 +725,7 @@ def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
         _carve(i64, offs, V_HSTATE), _carve(u64b, offs, V_WORDS), _carve(i64, offs, V_KINDS),
         dims[D_HMASK], _carve(u16, offs, V_IND),
     )  # fmt: skip
-    match_context2(_carve(u64b, offs, V_CTXH), _carve(i64, offs, V_KINDS),
+    match_context(_carve(u64b, offs, V_CTXH), _carve(i64, offs, V_KINDS),
                    _carve(i64, offs, V_MSTATE), dims[D_MCTX2])  # fmt: skip
     _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf)
 

@@ -64,15 +64,10 @@ def misses(m):
     return n
 
 
-@kernel
-def on_path(mstate, node, depth):
-    """-1 if node is off the expected byte's prefix path (or no match), else the expected bit."""
-    return on_path_at(mstate, 0, node, depth)
-
-
 @kernel_inline
 def on_path_at(mstate, o, node, depth):
-    """on_path of the candidate whose state starts at mstate[o]."""
+    """-1 if node is off the expected byte's prefix path of the candidate whose state starts
+    at mstate[o] (or it has no match), else the expected bit."""
     if mstate[o + 1] == 0:
         return -1
     e = mstate[o + 2] | 256
@@ -97,15 +92,10 @@ def map_key(mstate, o, recover, two):
     return ((a * nr + r) * 32 + lb) * 2
 
 
-@kernel
-def match_inputs(x, col, mstate, mmap, node, depth):
-    """Write the match inputs of node into x[node, col:col + 2]; return on_path."""
-    return cand_inputs(x, col, mstate, 0, mmap, 0, node, depth, 0, 0)
-
-
 @kernel_inline
 def cand_inputs(x, col, mstate, o, mmap, base, node, depth, recover, two):
-    """match_inputs of the candidate at mstate[o], its map at mmap[base:]."""
+    """Write the inputs of the candidate at mstate[o] (its map at mmap[base:]) at node into
+    x[node, col:col + 2]; return on_path_at."""
     e = on_path_at(mstate, o, node, depth)
     if e < 0:
         x[node, col] = 0
@@ -118,14 +108,9 @@ def cand_inputs(x, col, mstate, o, mmap, base, node, depth, recover, two):
 
 
 @kernel
-def update_match_map(mmap, mstate, byte, map_limit):
-    """Learn the coded byte on the nodes of the expected byte's path that it took."""
-    update_cand_map(mmap, 0, mstate, 0, byte, map_limit, 0, 0)
-
-
-@kernel
 def update_cand_map(mmap, base, mstate, o, byte, map_limit, recover, two):
-    """update_match_map of the candidate at mstate[o], its map at mmap[base:]."""
+    """Learn the coded byte on the nodes of the expected byte's path that it took, in the map
+    of the candidate at mstate[o] (at mmap[base:])."""
     if mstate[o + 1] == 0:
         return
     k = base + map_key(mstate, o, recover, two)
@@ -140,16 +125,11 @@ def update_cand_map(mmap, base, mstate, o, byte, map_limit, recover, two):
 
 
 @kernel
-def match_context(ctxh, kinds, mstate):
+def match_context(ctxh, kinds, mstate, mode):
     """The hash of the "matched" context models (history.K_MATCHED): the byte the match
-    model expects and its length bucket (capped at 15), or no match."""
-    match_context2(ctxh, kinds, mstate, 0)
-
-
-@kernel
-def match_context2(ctxh, kinds, mstate, mode):
-    """match_context; mode bit 0 (mix.match_ctx2): also the second candidate's expected byte
-    (or none); bit 1 (recovery on): also whether the match is recovering from a miss."""
+    model expects and its length bucket (capped at 15), or no match; mode bit 0
+    (mix.match_ctx2): also the second candidate's expected byte (or none); bit 1 (recovery
+    on): also whether the match is recovering from a miss."""
     for i in range(kinds.shape[0]):
         if kinds[i] == K_MATCHED:
             n = mstate[1]
@@ -163,17 +143,11 @@ def match_context2(ctxh, kinds, mstate, mode):
 
 
 @kernel
-def match_advance(mt, mstate, hist, hstate, hmask, minlen):
-    """After a byte was pushed to the history: extend or drop the match, find one if none,
-    record the current position, set the expected byte."""
-    cand_advance(mt, mstate, 0, hist, hstate, hmask, minlen, 1, 0)
-
-
-@kernel
 def cand_advance(mt, mstate, o, hist, hstate, hmask, minlen, need, recover):
-    """match_advance of the candidate at mstate[o] by its table mt, hashing minlen bytes: a
-    candidate found verifies at least need bytes; recover > 0: keep it after a miss until
-    recover of its last 16 bytes missed (module docstring)."""
+    """After a byte was pushed to the history: extend or drop the candidate at mstate[o],
+    find one by its table mt (hashing minlen bytes; it must verify at least need bytes) if
+    none, record the current position, set the expected byte. recover > 0: keep it after a
+    miss until recover of its last 16 bytes missed (module docstring)."""
     t = hstate[0]
     last = hist[(t - 1) & hmask]
     if mstate[o + 1] > 0:

@@ -61,6 +61,7 @@ from .loop import (
     D_PBITS,
     D_PROMOTE,
     D_RECOVER,
+    D_ROWHALF,
     D_RUN,
     D_SCHEDULE,
     D_SLOT_LOG,
@@ -176,7 +177,8 @@ class ContextMixer:
         dims[D_DEAD] = cfg.dead_error
         dims[D_PROMOTE] = N_PROMOTED if cfg.promoted else 0
         dims[D_LAST] = cfg.slot_last_byte
-        dims[D_LR_DECAY] = cfg.rate_decays
+        dims[D_LR_DECAY] = cfg.rate_decays and not cfg.row_rates
+        dims[D_ROWHALF] = (1 << cfg.row_rates) if cfg.row_rates else 0
         dims[D_HCOL] = len(cfg.context_kinds) if cfg.bit_histories else 0
         dims[D_CCOLS] = context_columns(cfg)
         dims[D_CONF] = group_column(cfg, "conf")

@@ -10,6 +10,7 @@ index order (integer sums do not depend on their order anyway).
 Training on coding cost: for bit y, d(-ln p(y)) / d w[k] = -(y - p) x[k], so gradient descent is
 w[k] += lr (y - p) x[k]; here err = ((y << 12) - p12) * lr and w[k] += (x[k] err) >> 14 rounded
 to nearest, clamped to +-2^22 so that a product never overflows and a weight can always recover.
+With a row's own rate (mix.row_rates), err is first scaled by row_scale (in 1/65536, floored).
 An error of at most ``dead`` (in 1/4096) leaves the weights as they are: the step it would
 take is mostly noise, and skipping it is also faster.
 """
@@ -22,6 +23,7 @@ from .counters import squash
 W_ONE = 1 << 16
 W_MAX = 1 << 22
 LR_SHIFT = 14
+ROW_COUNT_MAX = 1 << 30
 
 
 @kernel
@@ -35,16 +37,30 @@ def combine(w, r, x, node, n):
 
 
 @kernel
-def train(w, r, x, node, n, s, bit, lr, lo, hi, lr2, dead):
+def train(w, r, x, node, n, s, bit, lr, lo, hi, lr2, dead, scale=W_ONE):
     """One gradient step of weight set r, whose output on x[node] was stretch value s,
-    towards bit; inputs lo..hi - 1 step with lr2 instead of lr; none if |error| <= dead."""
+    towards bit; inputs lo..hi - 1 step with lr2 instead of lr; none if |error| <= dead.
+    scale (in 1/W_ONE) multiplies the step (row_scale)."""
     e = (np.int64(bit) << 12) - squash(s)
     if -dead <= e <= dead:
         return
     for k in range(n):
-        err = e * (lr2 if lo <= k < hi else lr)
+        err = (e * (lr2 if lo <= k < hi else lr) * scale) >> 16
         v = np.int64(w[r, k]) + ((np.int64(x[node, k]) * err + (1 << (LR_SHIFT - 1))) >> LR_SHIFT)
         w[r, k] = np.int32(min(max(v, -W_MAX), W_MAX))
+
+
+@kernel
+def row_scale(counts, r, half):
+    """The step multiplier (in 1/W_ONE) of weight row r that has trained counts[r] times: 5 at
+    first, 3 after half steps, down towards 1 (a row its selector rarely picks still learns
+    fast while a busy one settles); counts the step. half = 0: 1 throughout."""
+    if half == 0:
+        return W_ONE
+    c = np.int64(counts[r])
+    if c < ROW_COUNT_MAX:
+        counts[r] = c + 1
+    return W_ONE + (4 * W_ONE * half) // (half + c)
 
 
 @kernel

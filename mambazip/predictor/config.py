@@ -88,6 +88,10 @@ _INT_BOUNDS = {
     # A second match candidate found by a hash of this many bytes (0: none; else more than
     # match_min).
     "match_min2": (0, 32),
+    # Each weight row's step by its own count of steps (combiner.row_scale: 5 times the rate at
+    # first, 3 times after 2^row_rates steps, towards 1), in place of the rate's decay by bytes
+    # (lr_decay, level 1; 0: off).
+    "row_rates": (0, 20),
 }
 _BOOL_FIELDS = (
     "mamba",
@@ -169,6 +173,7 @@ class MixConfig:
     match_recover: int = 0
     match_min2: int = 0
     match_ctx2: bool = False
+    row_rates: int = 0
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
     # wide final probabilities; 5: also the match model's recovery and second candidate
@@ -406,6 +411,7 @@ _LATER = {
     "match_recover": 0,
     "match_min2": 0,
     "match_ctx2": False,
+    "row_rates": 0,
 }
 
 

@@ -51,7 +51,7 @@ from ..jit import driver, driver_inline, kernel
 from ..kernels.step import FREQ_TOTAL
 from .apm import apm_predict, apm_predict_bits, apm_update, apm_update_counted
 from .byte_pdf import node_prob, node_sums
-from .combiner import combine, train
+from .combiner import combine, row_scale, train
 from .context import (
     HISTORY_STATES,
     NODE2,
@@ -142,6 +142,8 @@ VIEWS = (
     ("apmsn", "u8"),
     ("apm4n", "u8"),
     ("mt2", "i32"),
+    ("wn", "i32"),
+    ("wfn", "i32"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
@@ -150,7 +152,7 @@ VIEWS = (
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
  V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS, V_RMAPS,
  V_RIDX, V_APM4, V_AIDX4, V_APM1N, V_APM2N, V_APMSN, V_APM4N,
- V_MT2) = range(len(VIEWS))  # fmt: skip
+ V_MT2, V_WN, V_WFN) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -172,8 +174,8 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
  D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE,
  D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT, D_PBITS, D_MCOLS, D_RECOVER,
- D_MINLEN2, D_MCTX2) = range(45)  # fmt: skip
-N_DIMS = 45
+ D_MINLEN2, D_MCTX2, D_ROWHALF) = range(46)  # fmt: skip
+N_DIMS = 46
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -286,6 +288,8 @@ def layout(cfg):
         else 0,
         "apm4n": (1 << cfg.apm_log) * 33 if cfg.apm_order4 and cfg.apm_counts else 0,
         "mt2": (1 << cfg.match_log) if cfg.match_two else 0,
+        "wn": weight_rows(cfg) if cfg.row_rates else 0,
+        "wfn": N_FINAL_ROWS if cfg.row_rates else 0,
     }
 
 
@@ -639,6 +643,8 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
         lr = decayed_lr(lr, _carve(i64, offs, V_HSTATE)[0])
     mcol = dims[D_CCOLS] + dims[D_MCOLS]
     mhi = mcol + 2 if dims[D_MAMBA] else mcol
+    half = dims[D_ROWHALF]
+    wn, wfn = _carve(i32, offs, V_WN), _carve(i32, offs, V_WFN)
     node = 1
     for d in range(8):
         bit = (byte >> (7 - d)) & 1
@@ -648,15 +654,20 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
                     if parts[k] >= 0:
                         trust_row[parts[k]] += abs(np.float32(w[sel[node, j], k]) * x[node, k])
         if mode[node] == 0:  # a node predicted by the c0 weight set alone
-            train(w, sel[node, 0], x, node, nin, sst[node, 0], bit, lr, mcol, mhi, mlr, dead)
+            r = sel[node, 0]
+            train(w, r, x, node, nin, sst[node, 0], bit, lr, mcol, mhi, mlr, dead,
+                  row_scale(wn, r, half))  # fmt: skip
             node = 2 * node + bit
             continue
         for j in range(nsets):
-            train(w, sel[node, j], x, node, nin, sst[node, j], bit, lr, mcol, mhi, mlr, dead)
+            r = sel[node, j]
+            train(w, r, x, node, nin, sst[node, j], bit, lr, mcol, mhi, mlr, dead,
+                  row_scale(wn, r, half))  # fmt: skip
         if dims[D_FINAL]:
             frow = node if dims[D_FSEL] else d
             nf = nsets + dims[D_PROMOTE]
-            train(wf, frow, sst, node, nf, sf[node], bit, dims[D_FLR], 0, 0, 0, dead)
+            train(wf, frow, sst, node, nf, sf[node], bit, dims[D_FLR], 0, 0, 0, dead,
+                  row_scale(wfn, frow, half))  # fmt: skip
         if dims[D_APM] and dims[D_ACOUNT]:
             apm_update_counted(apm1, apm1n, aidx[node, 0], bit, rate + dims[D_ACOUNT] - 1)
             apm_update_counted(apm2, apm2n, aidx[node, 1], bit, rate + dims[D_ACOUNT] - 1)

@@ -16,7 +16,7 @@ import numpy as np
 from .apm import apm_init
 from .combiner import W_ONE, combiner_init
 from .config import DEFAULT, FAST, MAX, SMALL, MixConfig
-from .context import history_map_init
+from .context import history_map_init, state_map_init
 from .counters import map_init
 from .history import KIND_CODES
 from .loop import (
@@ -66,6 +66,7 @@ from .loop import (
     D_SCHEDULE,
     D_SLOT_LOG,
     D_SSE,
+    D_STATES,
     N_DIMS,
     N_FINAL_ROWS,
     N_PROMOTED,
@@ -191,6 +192,7 @@ class ContextMixer:
         dims[D_RECOVER] = cfg.match_recovery
         dims[D_MINLEN2] = cfg.match_hash2
         dims[D_MCTX2] = int(cfg.match_ctx2 and cfg.match_two) | 2 * (cfg.match_recovery > 0)
+        dims[D_STATES] = cfg.history_states | 2 * cfg.history_by_depth
         return dims
 
     def _init_tables(self, cfg):
@@ -209,7 +211,10 @@ class ContextMixer:
         view(b, offs, V_XCODES)[:] = codes
         view(b, offs, V_XSTART)[:] = starts
         map_init(view(b, offs, V_MAPS))
-        history_map_init(view(b, offs, V_HMAPS))
+        if cfg.history_states:
+            state_map_init(view(b, offs, V_HMAPS))
+        else:
+            history_map_init(view(b, offs, V_HMAPS))
         view(b, offs, V_RMAPS)[:] = 2048 << 19  # p = 1/2, count 0
         for v in (V_APM1, V_APM2, V_APMM, V_APME, V_APMS, V_APM4):
             apm_init(view(b, offs, v))

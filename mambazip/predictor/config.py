@@ -41,6 +41,9 @@ LEVEL4_RUN_INPUTS = 1
 # candidate by a hash of 20 bytes, where those fields are 0.
 LEVEL5_RECOVER = 3
 LEVEL5_MIN2 = 20
+# What level 6 adds to level 5: the bit histories as states of a nonstationary table
+# (states.py) through maps of 256 entries (mix.states 1), where states is 0.
+LEVEL6_STATES = 1
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -67,7 +70,7 @@ _INT_BOUNDS = {
     # An APM after the combiner keyed by the node and (1) the Mamba's expected byte or (2) its
     # node probability quantised to 32 stretch buckets; 0: none.
     "mamba_eapm": (0, 2),
-    "level": (0, 5),
+    "level": (0, 6),
     "counter_rates": (0, 1),  # counters.COUNTER_RATES's row
     # With the SSE pair, the probability coded is the mean of the APMs and the combiner's (0)
     # or of the APMs alone (1).
@@ -92,6 +95,9 @@ _INT_BOUNDS = {
     # first, 3 times after 2^row_rates steps, towards 1), in place of the rate's decay by bytes
     # (lr_decay, level 1; 0: off).
     "row_rates": (0, 20),
+    # With the bit histories, each node's history as a state of states.py's table (counts
+    # that forget) instead of its last 6 bits (1).
+    "states": (0, 1),
 }
 _BOOL_FIELDS = (
     "mamba",
@@ -111,6 +117,7 @@ _BOOL_FIELDS = (
     "sse_order4",
     "wide_final",
     "match_ctx2",
+    "history_depth",
 )
 
 
@@ -174,10 +181,14 @@ class MixConfig:
     match_min2: int = 0
     match_ctx2: bool = False
     row_rates: int = 0
+    # The bit histories as states of a nonstationary table, counts that forget (states 1,
+    # states.py), and their maps also keyed by the node's depth // 2 (history_depth).
+    states: int = 0
+    history_depth: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
     # wide final probabilities; 5: also the match model's recovery and second candidate
-    # (LEVEL5_RECOVER, LEVEL5_MIN2)
+    # (LEVEL5_RECOVER, LEVEL5_MIN2); 6: also the bit-history states (LEVEL6_STATES)
 
     def __post_init__(self):
         for field, names in (("contexts", EXTRA_KINDS), ("sets", EXTRA_SETS)):
@@ -341,6 +352,19 @@ class MixConfig:
         return self.match_recover
 
     @property
+    def history_states(self):
+        """With the bit histories: states (0: the raw last bits), or level 6's where it is 0."""
+        if not self.bit_histories:
+            return 0
+        if self.states == 0 and self.level >= 6:
+            return LEVEL6_STATES
+        return self.states
+
+    @property
+    def history_by_depth(self):
+        return self.history_depth and self.bit_histories
+
+    @property
     def match_columns(self):
         """Combiner inputs of the match model: two per candidate."""
         return 2 * self.match + 2 * self.match_two
@@ -412,6 +436,8 @@ _LATER = {
     "match_min2": 0,
     "match_ctx2": False,
     "row_rates": 0,
+    "states": 0,
+    "history_depth": False,
 }
 
 

@@ -9,13 +9,15 @@ Arrays (S = 2^ctx_log slots shared by all context models, C context models, NIN 
     x (256, NIN) int32     combiner inputs per node; model i writes column i
     midx (256, C) int32    adaptive-map entry each model used at each node (for the update)
 With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol, last, runs, ccol, dcol,
-dmode, rcol, rmaps, ridx):
+dmode, rcol, rmaps, ridx, states):
     hst (S, 16) uint8      beside each slot, its nodes' bit histories (history_next); with
                            last, [0] beside a first-nibble slot: the byte last seen there
     hmaps (C * B * 128,) int32 per model B = 1 (3 with last, 12 with runs) adaptive maps from a
                            bit history to p: with last, the map by whether the last byte's
                            path runs through the node, and which way it goes on from there;
-                           with runs, also by the last byte's run (RUN_BUCKET)
+                           with runs, also by the last byte's run (RUN_BUCKET); with
+                           mix.history_depth, B times DEPTH_BUCKETS maps, also by the node's
+                           depth // 2; with mix.states, 256 entries a map (STATE_SLOTS)
     hidx (256, C) int32    the history-map entry each model used at each node; row 0 (no node
                            has it), with last: each model's last byte in its context | its run
                            << 8, or -1
@@ -28,6 +30,9 @@ dmode, rcol, rmaps, ridx):
     rcol, rmaps, ridx      with mix.run_inputs: x column of model 0's run input (0: none),
                            (C * RUN_ENTRIES (* 3),) int32 adaptive maps, (256, C) int32 the entry
                            each model used at each node (-1: none)
+    states                 bit 0, mix.states: hst holds a state of states.py's table (counts
+                           that forget), not history_next's raw bits; bit 1,
+                           mix.history_depth
 
 The first nibble of the byte lives in slot key(h); the second in key(h, first nibble). To predict
 all 255 nodes a model reads its first slot and the 16 possible second slots (read only; a slot
@@ -42,10 +47,13 @@ import numpy as np
 from ..jit import kernel, kernel_inline
 from .counters import COUNTER_RATES, MAP_SIZE, counter_next, map_index, map_p, map_update, stretch
 from .history import M1, fmix
+from .states import N0, N1, NEXT
 
 u64 = np.uint64
 BUCKET = 4  # slots per bucket
 HISTORY_STATES = 128  # bit histories of a node: 0, or a leading 1 and up to 6 bits
+STATE_SLOTS = 256  # with mix.states, map entries per state map (states.N_STATES used)
+DEPTH_BUCKETS = 4  # with mix.history_depth, the history maps also by depth // 2
 # A run of the last byte, in RUNS buckets: new, once again, 2-3 times, 4 or more.
 RUN_BUCKET = np.array([0, 1, 2, 2] + [3] * 12, np.int64)
 RUNS = 4
@@ -135,6 +143,15 @@ def history_map_init(hmaps):
         hmaps[e] = np.int32(p12 << 19)
 
 
+def state_map_init(hmaps):
+    """With mix.states: each state's map entry starts at (n1 + 1/2) / (n0 + n1 + 1) of its
+    counts (1/2 for state 0 and the unused entries past states.N_STATES)."""
+    e = np.arange(hmaps.size) % STATE_SLOTS
+    n0, n1 = N0[e], N1[e]
+    p12 = (4096 * (2 * n1 + 1)) // (2 * (n0 + n1) + 2)
+    hmaps[:] = (p12 << 19).astype(np.int32)
+
+
 @kernel
 def _read(x, midx, maps, i, node, state, hs, h, last):
     """Model i's inputs at node: its counter state through its adaptive map; with the bit
@@ -147,17 +164,21 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
     x[node, i] = stretch(map_p(maps, m))
     hmaps, hidx, hcol = hs[1], hs[2], hs[3]
     if hcol > 0:
-        e = i * HISTORY_STATES + np.int64(h)
+        states = hs[12] & 1
+        m = i
         way = 0
         depth = NODE_DEPTH[node]
         if hs[4]:
             byte = last & 255
             if last >= 0 and (byte | 256) >> (8 - depth) == node:
                 way = 1 + ((byte >> (7 - depth)) & 1)
-            e = (3 * i + way) * HISTORY_STATES + np.int64(h)
+            m = 3 * i + way
             if hs[5].shape[0] > 0:
                 run = RUN_BUCKET[last >> 8] if last >= 0 else 0
-                e = ((3 * i + way) * RUNS + run) * HISTORY_STATES + np.int64(h)
+                m = m * RUNS + run
+        if hs[12] & 2:
+            m = m * DEPTH_BUCKETS + (depth >> 1)
+        e = m * (STATE_SLOTS if states else HISTORY_STATES) + np.int64(h)
         hidx[node, i] = e
         p = map_p(hmaps, e)
         st = stretch(p)
@@ -165,14 +186,14 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
         if hs[6] > 0:  # the probability itself: sure histories stand out more than stretched
             x[node, hs[6] + i] = (p - 2048) >> 1 if h != 0 else 0
         if hs[7] > 0:
-            x[node, hs[7] + i] = _deterministic(h, p, st, hs[8])
+            x[node, hs[7] + i] = _deterministic(h, p, st, hs[8], states)
         if hs[9] > 0:
             r = -1
             if way > 0:  # the last byte's path runs through the node: the bit it expects
                 r = (((last >> 8) * 8 + depth) << 1) + way - 1
                 stride = hs[10].shape[0] // hs[11].shape[1]
                 if stride > RUN_ENTRIES:  # run_inputs 2: also by what the node has seen
-                    r += RUN_ENTRIES * _history_kind(h)
+                    r += RUN_ENTRIES * _history_kind(h, states)
                 r += i * stride
                 x[node, hs[9] + i] = stretch(map_p(hs[10], r))
             else:
@@ -181,9 +202,14 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
 
 
 @kernel_inline
-def _history_kind(h):
-    """0: bit history h is empty, 1: it holds one bit value only, 2: both."""
+def _history_kind(h, states=0):
+    """0: bit history h is empty, 1: it holds one bit value only, 2: both. With mix.states
+    (states > 0), h is a state of states.py: one bit value only where one count is 0."""
     h = np.int64(h)
+    if states:
+        if h == 0:
+            return 0
+        return 1 if N0[h] == 0 or N1[h] == 0 else 2
     if h < 2:
         return 0
     top = 1
@@ -194,15 +220,16 @@ def _history_kind(h):
 
 
 @kernel_inline
-def _deterministic(h, p, st, mode):
+def _deterministic(h, p, st, mode, states=0):
     """Where bit history h holds one bit value only: mode 1 the history's stretch st, mode 2
     its probability p of that value, signed by it (in 1/8192); else 0. Such a context has
     never been contradicted, which a mix of counters alone cannot tell."""
-    if _history_kind(h) != 1:
+    if _history_kind(h, states) != 1:
         return 0
     if mode == 1:
         return st
-    return p >> 1 if h & 1 else -((4096 - p) >> 1)
+    one = N1[np.int64(h)] > 0 if states else np.int64(h) & 1 == 1
+    return p >> 1 if one else -((4096 - p) >> 1)
 
 
 @kernel_inline
@@ -288,7 +315,10 @@ def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, schedule,
             tbl[s, j] = counter_next(tbl[s, j], bit, counter_limit, rates)
             if histories:
                 map_update(hmaps, hidx[node, i], bit, map_limit)
-                hst[s, j] = history_next(hst[s, j], bit)
+                if hs[12] & 1:
+                    hst[s, j] = NEXT[hst[s, j], bit]
+                else:
+                    hst[s, j] = history_next(hst[s, j], bit)
                 if hs[9] > 0 and hs[11][node, i] >= 0:
                     map_update(hs[10], hs[11][node, i], bit, map_limit)
             node = 2 * node + bit

@@ -53,10 +53,12 @@ from .apm import apm_predict, apm_predict_bits, apm_update, apm_update_counted
 from .byte_pdf import node_prob, node_sums
 from .combiner import combine, row_scale, train
 from .context import (
+    DEPTH_BUCKETS,
     HISTORY_STATES,
     NODE2,
     RUN_ENTRIES,
     RUNS,
+    STATE_SLOTS,
     predict_first,
     predict_second,
     update_contexts,
@@ -174,8 +176,8 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
  D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE,
  D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT, D_PBITS, D_MCOLS, D_RECOVER,
- D_MINLEN2, D_MCTX2, D_ROWHALF) = range(46)  # fmt: skip
-N_DIMS = 46
+ D_MINLEN2, D_MCTX2, D_ROWHALF, D_STATES) = range(47)  # fmt: skip
+N_DIMS = 47
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -214,7 +216,13 @@ def history_maps(cfg):
     """Adaptive maps per context model from its bit histories (context.py)."""
     if not cfg.bit_histories:
         return 0
-    return (3 * (RUNS if cfg.slot_runs else 1)) if cfg.slot_last_byte else 1
+    maps = (3 * (RUNS if cfg.slot_runs else 1)) if cfg.slot_last_byte else 1
+    return maps * (DEPTH_BUCKETS if cfg.history_by_depth else 1)
+
+
+def history_entries(cfg):
+    """Entries of one history map: a bit history's, or with mix.states a state's."""
+    return STATE_SLOTS if cfg.history_states else HISTORY_STATES
 
 
 def match_map_entries(cfg):
@@ -268,7 +276,7 @@ def layout(cfg):
         "found": 2,
         "apms": ((1 << cfg.apm_log) + MATCH_APM) * 33 if cfg.apm and cfg.sse_pair else 0,
         "hst": (1 << cfg.ctx_log) * 16 if cfg.bit_histories else 0,
-        "hmaps": C * HISTORY_STATES * history_maps(cfg),
+        "hmaps": C * history_entries(cfg) * history_maps(cfg),
         "hidx": 256 * C,
         "ind": IND_SIZE if {"indirect1", "indirect2"} & set(cfg.context_kinds) else 0,
         "xcodes": len(cfg.weight_sets),
@@ -323,14 +331,15 @@ def _carve(buf, offs, v):
 
 @driver_inline
 def _histories(u8, i32, offs, dims):
-    """context.py's hs: the bit histories' views, column (0: none), last-byte flag, runs, and
-    the columns and tables of the inputs of mix.conf_inputs, det_inputs and run_inputs."""
+    """context.py's hs: the bit histories' views, column (0: none), last-byte flag, runs, the
+    columns and tables of the inputs of mix.conf_inputs, det_inputs and run_inputs, and
+    mix.states."""
     nctx = dims[D_NCTX]
     return (_carve(u8, offs, V_HST).reshape((-1, 16)), _carve(i32, offs, V_HMAPS),
             _carve(i32, offs, V_HIDX).reshape((256, nctx)), dims[D_HCOL],
             dims[D_LAST] != 0, _carve(u8, offs, V_RUNS), dims[D_CONF], dims[D_DET],
             dims[D_DMODE], dims[D_RUN], _carve(i32, offs, V_RMAPS),
-            _carve(i32, offs, V_RIDX).reshape((-1, nctx)))  # fmt: skip
+            _carve(i32, offs, V_RIDX).reshape((-1, nctx)), dims[D_STATES])  # fmt: skip
 
 
 @kernel

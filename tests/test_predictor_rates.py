@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from test_predictor_text import decoder_follows
 
 from mambazip.predictor import SMALL, ContextMixer, MixConfig
 from mambazip.predictor.combiner import W_ONE, row_scale, train
@@ -92,16 +93,22 @@ def test_row_rates_are_left_out_of_the_settings_when_off():
 
 
 @pytest.mark.parametrize("nibbles", [False, True])
-def test_decoder_steps_equal_advance_with_row_rates(nibbles):
-    cfg = dataclasses.replace(ROWS, level=5)
-    data = np.frombuffer(b"The cat sat. The cat sat on the mat.\n" * 8, np.uint8)
-    enc, dec = ContextMixer(cfg, nibbles=nibbles), ContextMixer(cfg, nibbles=nibbles)
-    enc.prime()
-    dec.prime()
-    freqs, _ = enc.advance(data)
-    for i, byte in enumerate(data):
-        assert np.array_equal(dec.freq, freqs[i, : dec.freq.shape[0]]), i
-        if nibbles:
-            dec.advance_nibble(byte >> 4)
-        dec.advance_byte(byte)
-    assert np.array_equal(dec.freq, enc.freq)
+def test_decoder_steps_equal_advance_at_level_6(nibbles):
+    decoder_follows(dataclasses.replace(SMALL, level=6), nibbles)
+
+
+def test_level_6_is_level_5_with_row_rates_8_and_the_history_maps_by_depth():
+    six = dataclasses.replace(SMALL, level=6)
+    five = dataclasses.replace(SMALL, level=5, row_rates=8, history_depth=True)
+    assert (six.row_rate_log, six.history_by_depth) == (8, True)
+    assert dataclasses.replace(SMALL, level=5).row_rate_log == 0
+    assert dataclasses.replace(six, row_rates=10).row_rate_log == 10
+    assert layout(six) == layout(five)
+    data = np.frombuffer(b"the cat sat on the mat; the cat sat on a hat. " * 30, np.uint8)
+    tables = []
+    for cfg in (six, five, dataclasses.replace(SMALL, level=5)):
+        mixer = ContextMixer(cfg, nibbles=True)
+        mixer.prime()
+        tables.append(mixer.advance(data)[0])
+    assert np.array_equal(tables[0], tables[1])
+    assert not np.array_equal(tables[0], tables[2])

@@ -1,6 +1,6 @@
-"""The bit-history states (issue 21 item 3, mix.states and level 6): states.py's table of
+"""The bit-history states (issue 21 item 3, mix.states): states.py's table of
 counts that forget, worked by hand on short bit sequences; its closure and bounds; the state
-maps' start; the kind of history a state holds; level 6's map layout and round trip; and the
+maps' start; the kind of history a state holds; their map layout and round trip; and the
 default leaving every older header and its bits alone."""
 
 import dataclasses
@@ -110,7 +110,7 @@ def test_counts_are_bounded_and_each_state_is_one_of_its_own():
 
 
 def test_the_table_is_pinned():
-    """A change to the table changes the bits of every level-6 file."""
+    """A change to the table changes the bits of every file with mix.states."""
     digest = hashlib.sha256(NEXT.tobytes() + N0.tobytes() + N1.tobytes()).hexdigest()
     assert digest[:16] == PINNED_TABLE
 
@@ -144,29 +144,26 @@ def test_a_state_holds_no_bit_one_value_or_both(bits, kind):
     assert _deterministic(state, 1000, -300, 1, 1) == (-300 if kind == 1 else 0)
 
 
-def test_level_6_is_level_5_with_the_states():
-    six = dataclasses.replace(SMALL, level=6)
-    five = dataclasses.replace(SMALL, level=5, states=1)
-    assert six.history_states == five.history_states == 1
+def test_the_states_take_maps_of_a_state_s_entries():
+    states = dataclasses.replace(SMALL, level=5, states=1)
+    assert states.history_states == 1
     assert dataclasses.replace(SMALL, level=5).history_states == 0
-    assert dataclasses.replace(six, histories=False, level=0).history_states == 0
-    assert layout(six) == layout(five)
-    n_models = len(six.context_kinds)
-    assert layout(six)["hmaps"] == 3 * RUNS * n_models * STATE_SLOTS
-    deep = dataclasses.replace(six, history_depth=True)
-    assert layout(deep)["hmaps"] == DEPTH_BUCKETS * layout(six)["hmaps"]
+    assert dataclasses.replace(states, histories=False, level=0).history_states == 0
+    n_models = len(states.context_kinds)
+    assert layout(states)["hmaps"] == 3 * RUNS * n_models * STATE_SLOTS
+    deep = dataclasses.replace(states, history_depth=True)
+    assert layout(deep)["hmaps"] == DEPTH_BUCKETS * layout(states)["hmaps"]
     data = np.frombuffer(b"the cat sat on the mat; the cat sat on a hat. " * 30, np.uint8)
     tables = []
-    for cfg in (six, five, dataclasses.replace(SMALL, level=5)):
+    for cfg in (states, dataclasses.replace(SMALL, level=5)):
         mixer = ContextMixer(cfg, nibbles=True)
         mixer.prime()
         tables.append(mixer.advance(data)[0])
-    assert np.array_equal(tables[0], tables[1])
-    assert not np.array_equal(tables[0], tables[2])
+    assert not np.array_equal(tables[0], tables[1])
 
 
 def test_each_context_keys_its_state_map_by_its_last_byte_and_run():
-    mixer = ContextMixer(dataclasses.replace(SMALL, level=6))
+    mixer = ContextMixer(dataclasses.replace(SMALL, level=5, states=1))
     mixer.prime()
     mixer.advance(np.frombuffer(b"aba", np.uint8))  # o1's context "a" was followed by "b"
     hidx = view(mixer.buffers, mixer.offs, V_HIDX).reshape(256, -1)
@@ -178,13 +175,13 @@ def test_each_context_keys_its_state_map_by_its_last_byte_and_run():
     assert hidx[3, o1] == ((3 * o1 + 0) * RUNS + 0) * STATE_SLOTS + 0
 
 
-@pytest.mark.parametrize("level, entries", [(6, STATE_SLOTS), (5, HISTORY_STATES)])
-def test_history_depth_keys_the_history_maps_by_depth_too(level, entries):
-    mixer = ContextMixer(dataclasses.replace(SMALL, level=level, history_depth=True))
+@pytest.mark.parametrize("states, entries", [(1, STATE_SLOTS), (0, HISTORY_STATES)])
+def test_history_depth_keys_the_history_maps_by_depth_too(states, entries):
+    mixer = ContextMixer(dataclasses.replace(SMALL, level=5, states=states, history_depth=True))
     mixer.prime()
     mixer.advance(np.frombuffer(b"aba", np.uint8))
     hidx = view(mixer.buffers, mixer.offs, V_HIDX).reshape(256, -1)
-    one = state_of(0, 1, 1) if level == 6 else 0b11  # a single 1 seen
+    one = state_of(0, 1, 1) if states else 0b11  # a single 1 seen
     o1 = 1  # node 2 is at depth 1 (bucket 0), nodes 4 and 5 at depth 2 (bucket 1)
     assert hidx[2, o1] == (((3 * o1 + 2) * RUNS + 0) * 4 + 0) * entries + one
     # b = 0110 0010 goes 1, 2 (0), 5 (1) and on (1): node 5 saw its third bit, 1; node 4,
@@ -202,7 +199,7 @@ def test_the_new_fields_at_their_defaults_leave_older_headers_alone():
     assert (on.to_dict()["states"], on.to_dict()["history_depth"]) == (1, True)
     assert MixConfig.from_dict(on.to_dict()) == on
     six = dataclasses.replace(DEFAULT, level=6)
-    assert six.to_dict()["level"] == 6 and "states" not in six.to_dict()
+    assert six.to_dict()["level"] == 6 and "history_depth" not in six.to_dict()
     with pytest.raises(ConfigError, match="states"):
         MixConfig.from_dict({**SMALL.to_dict(), "states": 2})
     with pytest.raises(ConfigError, match="history_depth"):
@@ -211,15 +208,17 @@ def test_the_new_fields_at_their_defaults_leave_older_headers_alone():
 
 @pytest.mark.parametrize("nibbles", [False, True])
 @pytest.mark.parametrize("depth", [False, True])
-def test_decoder_steps_equal_advance_at_level_6(nibbles, depth):
+def test_decoder_steps_equal_advance_with_the_states(nibbles, depth):
     decoder_follows(
-        dataclasses.replace(SMALL, level=6, history_depth=depth, det_inputs=2, conf_inputs=1),
+        dataclasses.replace(
+            SMALL, level=5, states=1, history_depth=depth, det_inputs=2, conf_inputs=1
+        ),
         nibbles,
     )
 
 
-def test_round_trip_at_level_6(sample):
+def test_round_trip_with_the_states(sample):
     settings = mambazip.resolve_settings("default", model=TINY_MODEL)
-    mix = dataclasses.replace(SMALL, mamba=True, level=6)
+    mix = dataclasses.replace(SMALL, mamba=True, level=5, states=1)
     blob = mambazip.compress(sample * 2, dataclasses.replace(settings, mix=mix))
     assert mambazip.decompress(blob) == sample * 2

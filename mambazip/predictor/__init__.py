@@ -178,8 +178,8 @@ class ContextMixer:
         dims[D_DEAD] = cfg.dead_error
         dims[D_PROMOTE] = N_PROMOTED if cfg.promoted else 0
         dims[D_LAST] = cfg.slot_last_byte
-        dims[D_LR_DECAY] = cfg.rate_decays and not cfg.row_rates
-        dims[D_ROWHALF] = (1 << cfg.row_rates) if cfg.row_rates else 0
+        dims[D_LR_DECAY] = cfg.rate_decays and not cfg.row_rate_log
+        dims[D_ROWHALF] = (1 << cfg.row_rate_log) if cfg.row_rate_log else 0
         dims[D_HCOL] = len(cfg.context_kinds) if cfg.bit_histories else 0
         dims[D_CCOLS] = context_columns(cfg)
         dims[D_CONF] = group_column(cfg, "conf")

@@ -41,9 +41,9 @@ LEVEL4_RUN_INPUTS = 1
 # candidate by a hash of 20 bytes, where those fields are 0.
 LEVEL5_RECOVER = 3
 LEVEL5_MIN2 = 20
-# What level 6 adds to level 5: the bit histories as states of a nonstationary table
-# (states.py) through maps of 256 entries (mix.states 1), where states is 0.
-LEVEL6_STATES = 1
+# What level 6 adds to level 5: each weight row's own rate (row_rates 8) where row_rates is 0,
+# and the history maps by depth too (history_depth).
+LEVEL6_ROW_RATES = 8
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -188,7 +188,8 @@ class MixConfig:
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
     # wide final probabilities; 5: also the match model's recovery and second candidate
-    # (LEVEL5_RECOVER, LEVEL5_MIN2); 6: also the bit-history states (LEVEL6_STATES)
+    # (LEVEL5_RECOVER, LEVEL5_MIN2); 6: also each weight row's own rate (LEVEL6_ROW_RATES)
+    # and the history maps by depth
 
     def __post_init__(self):
         for field, names in (("contexts", EXTRA_KINDS), ("sets", EXTRA_SETS)):
@@ -353,16 +354,19 @@ class MixConfig:
 
     @property
     def history_states(self):
-        """With the bit histories: states (0: the raw last bits), or level 6's where it is 0."""
-        if not self.bit_histories:
-            return 0
-        if self.states == 0 and self.level >= 6:
-            return LEVEL6_STATES
-        return self.states
+        """With the bit histories: states (0: the raw last bits)."""
+        return self.states if self.bit_histories else 0
 
     @property
     def history_by_depth(self):
-        return self.history_depth and self.bit_histories
+        return (self.history_depth or self.level >= 6) and self.bit_histories
+
+    @property
+    def row_rate_log(self):
+        """row_rates, or level 6's where it is 0 (0: the rate decays by bytes, if at all)."""
+        if self.row_rates == 0 and self.level >= 6:
+            return LEVEL6_ROW_RATES
+        return self.row_rates
 
     @property
     def match_columns(self):

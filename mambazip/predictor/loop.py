@@ -296,8 +296,8 @@ def layout(cfg):
         else 0,
         "apm4n": (1 << cfg.apm_log) * 33 if cfg.apm_order4 and cfg.apm_counts else 0,
         "mt2": (1 << cfg.match_log) if cfg.match_two else 0,
-        "wn": weight_rows(cfg) if cfg.row_rates else 0,
-        "wfn": N_FINAL_ROWS if cfg.row_rates else 0,
+        "wn": weight_rows(cfg) if cfg.row_rate_log else 0,
+        "wfn": N_FINAL_ROWS if cfg.row_rate_log else 0,
     }
 
 

@@ -240,6 +240,16 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
         ),
+        # V6_BASES entry 10 (entry 8 with level 6): the default preset on an input that does
+        # not start from its prior.
+        "default-base10-short": (TEXT[:400], {}, {}, {"mix": "preset", "extras": {}}),
+        # V6_BASES entry 11: entry 10 from the prior, with its "prior_train".
+        "default-base11-prior-PRIOR-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (

@@ -52,9 +52,10 @@ def train(w, r, x, node, n, s, bit, lr, lo, hi, lr2, dead, scale=W_ONE):
 
 @kernel
 def row_scale(counts, r, half):
-    """The step multiplier (in 1/W_ONE) of weight row r that has trained counts[r] times: 5 at
-    first, 3 after half steps, down towards 1 (a row its selector rarely picks still learns
-    fast while a busy one settles); counts the step. half = 0: 1 throughout."""
+    """The step multiplier (in 1/W_ONE) of weight row r, picked for counts[r] bits before
+    (dead-zone skips included): 5 at first, 3 after half, down towards 1 (a row its selector
+    rarely picks still learns fast while a busy one settles); counts this bit. half = 0: 1
+    throughout, nothing counted."""
     if half == 0:
         return W_ONE
     c = np.int64(counts[r])

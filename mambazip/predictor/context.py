@@ -165,20 +165,20 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
     hmaps, hidx, hcol = hs[1], hs[2], hs[3]
     if hcol > 0:
         states = hs[12] & 1
-        m = i
+        hm = i  # the model's history map, refined below by way, run and depth
         way = 0
         depth = NODE_DEPTH[node]
         if hs[4]:
             byte = last & 255
             if last >= 0 and (byte | 256) >> (8 - depth) == node:
                 way = 1 + ((byte >> (7 - depth)) & 1)
-            m = 3 * i + way
+            hm = 3 * i + way
             if hs[5].shape[0] > 0:
                 run = RUN_BUCKET[last >> 8] if last >= 0 else 0
-                m = m * RUNS + run
+                hm = hm * RUNS + run
         if hs[12] & 2:
-            m = m * DEPTH_BUCKETS + (depth >> 1)
-        e = m * (STATE_SLOTS if states else HISTORY_STATES) + np.int64(h)
+            hm = hm * DEPTH_BUCKETS + (depth >> 1)
+        e = hm * (STATE_SLOTS if states else HISTORY_STATES) + np.int64(h)
         hidx[node, i] = e
         p = map_p(hmaps, e)
         st = stretch(p)

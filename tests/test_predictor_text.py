@@ -347,6 +347,13 @@ def test_decoder_steps_equal_advance_with_every_text_part(nibbles):
     decoder_follows(EVERYTHING, nibbles)
 
 
+def coded_tables(cfg, data):
+    """The nibble tables a fresh mixer of cfg codes data (uint8) with."""
+    mixer = ContextMixer(cfg, nibbles=True)
+    mixer.prime()
+    return mixer.advance(data)[0]
+
+
 def decoder_follows(cfg, nibbles):
     """A decoder stepping byte by byte (and nibble by nibble) gives the tables of advance."""
     text = b"<p>The cat sat.\n    The dog sat.\n</p>\n" * 12 + bytes(range(256))

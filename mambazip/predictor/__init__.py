@@ -26,6 +26,7 @@ from .loop import (
     D_APM_MEAN,
     D_APM_RATE,
     D_BMASK,
+    D_BYTES,
     D_C2SEL,
     D_CCOLS,
     D_CLIMIT,
@@ -38,6 +39,7 @@ from .loop import (
     D_FOUND,
     D_FSEL,
     D_FULL_LOG,
+    D_HALF,
     D_HCOL,
     D_HMASK,
     D_LAST,
@@ -76,6 +78,7 @@ from .loop import (
     V_APME,
     V_APMM,
     V_APMS,
+    V_BMAPS,
     V_FREQ,
     V_HMAPS,
     V_INBYTE,
@@ -186,6 +189,8 @@ class ContextMixer:
         dims[D_DET] = group_column(cfg, "det")
         dims[D_DMODE] = cfg.det_inputs
         dims[D_RUN] = group_column(cfg, "run")
+        dims[D_BYTES] = group_column(cfg, "bytes")
+        dims[D_HALF] = cfg.halved
         dims[D_ACOUNT] = cfg.apm_counts
         dims[D_PBITS] = 16 if cfg.wide else 12
         dims[D_MCOLS] = cfg.match_columns
@@ -216,6 +221,7 @@ class ContextMixer:
         else:
             history_map_init(view(b, offs, V_HMAPS))
         view(b, offs, V_RMAPS)[:] = 2048 << 19  # p = 1/2, count 0
+        view(b, offs, V_BMAPS)[:] = 2048 << 19
         for v in (V_APM1, V_APM2, V_APMM, V_APME, V_APMS, V_APM4):
             apm_init(view(b, offs, v))
         nin = n_inputs(cfg)

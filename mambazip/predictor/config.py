@@ -44,6 +44,9 @@ LEVEL5_MIN2 = 20
 # What level 6 adds to level 5: each weight row's own rate (row_rates 8) where row_rates is 0,
 # and the history maps by depth too (history_depth).
 LEVEL6_ROW_RATES = 8
+# What level 7 adds to level 6: the byte histories (byte_history 1) where that field is 0,
+# and the history and run inputs at half (half_inputs).
+LEVEL7_BYTES = 1
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -70,7 +73,7 @@ _INT_BOUNDS = {
     # An APM after the combiner keyed by the node and (1) the Mamba's expected byte or (2) its
     # node probability quantised to 32 stretch buckets; 0: none.
     "mamba_eapm": (0, 2),
-    "level": (0, 6),
+    "level": (0, 7),
     "counter_rates": (0, 1),  # counters.COUNTER_RATES's row
     # With the SSE pair, the probability coded is the mean of the APMs and the combiner's (0)
     # or of the APMs alone (1).
@@ -98,6 +101,9 @@ _INT_BOUNDS = {
     # With the bit histories, each node's history as a state of states.py's table (counts
     # that forget) instead of its last 6 bits (1).
     "states": (0, 1),
+    # With the last byte per slot, the two distinct bytes seen there before it, and an input
+    # per context model by which way each of the three goes at the node (1).
+    "byte_history": (0, 1),
 }
 _BOOL_FIELDS = (
     "mamba",
@@ -118,6 +124,7 @@ _BOOL_FIELDS = (
     "wide_final",
     "match_ctx2",
     "history_depth",
+    "half_inputs",
 )
 
 
@@ -185,11 +192,17 @@ class MixConfig:
     # states.py), and their maps also keyed by the node's depth // 2 (history_depth).
     states: int = 0
     history_depth: bool = False
+    byte_history: int = 0
+    # With the bit histories, their inputs and the run inputs at half their stretch: beside
+    # the counters at full they were too loud for the combiner (0.0079 and 0.0003 bits/byte
+    # over four 256 KB prefixes; a lower combiner_lr for all inputs lost instead).
+    half_inputs: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
     # wide final probabilities; 5: also the match model's recovery and second candidate
     # (LEVEL5_RECOVER, LEVEL5_MIN2); 6: also each weight row's own rate (LEVEL6_ROW_RATES)
-    # and the history maps by depth
+    # and the history maps by depth; 7: also the byte histories (LEVEL7_BYTES) and the
+    # halved inputs
 
     def __post_init__(self):
         for field, names in (("contexts", EXTRA_KINDS), ("sets", EXTRA_SETS)):
@@ -285,7 +298,25 @@ class MixConfig:
             groups += ("conf",) if self.conf_inputs else ()
             groups += ("det",) if self.det_inputs else ()
             groups += ("run",) if self.run_mode and self.slot_last_byte else ()
+            groups += ("bytes",) if self.slot_bytes else ()
         return groups
+
+    @property
+    def byte_histories(self):
+        """byte_history, or level 7's where it is 0."""
+        if self.byte_history == 0 and self.level >= 7:
+            return LEVEL7_BYTES
+        return self.byte_history
+
+    @property
+    def slot_bytes(self):
+        """Whether the slots keep their last three distinct bytes (byte_histories)."""
+        return self.byte_histories > 0 and self.slot_last_byte
+
+    @property
+    def halved(self):
+        """half_inputs, or level 7."""
+        return (self.half_inputs or self.level >= 7) and self.bit_histories
 
     @property
     def run_mode(self):
@@ -442,6 +473,8 @@ _LATER = {
     "row_rates": 0,
     "states": 0,
     "history_depth": False,
+    "byte_history": 0,
+    "half_inputs": False,
 }
 
 

@@ -9,7 +9,7 @@ Arrays (S = 2^ctx_log slots shared by all context models, C context models, NIN 
     x (256, NIN) int32     combiner inputs per node; model i writes column i
     midx (256, C) int32    adaptive-map entry each model used at each node (for the update)
 With the bit histories (mix.histories), hs = (hst, hmaps, hidx, hcol, last, runs, ccol, dcol,
-dmode, rcol, rmaps, ridx, states):
+dmode, rcol, rmaps, ridx, states, bh, bcol, bmaps, bidx, half):
     hst (S, 16) uint8      beside each slot, its nodes' bit histories (history_next); with
                            last, [0] beside a first-nibble slot: the byte last seen there
     hmaps (C * B * 128,) int32 per model B = 1 (3 with last, 12 with runs) adaptive maps from a
@@ -33,6 +33,12 @@ dmode, rcol, rmaps, ridx, states):
     states                 bit 0, mix.states: hst holds a state of states.py's table (counts
                            that forget), not history_next's raw bits; bit 1,
                            mix.history_depth
+    bh, bcol, bmaps, bidx  with mix.byte_history: (S, 2) uint8 beside each first-nibble slot,
+                           the two distinct bytes seen there before its last one, the most
+                           recent first (equal to a newer one: not known yet); x column of
+                           model 0's byte-history input (0: none); (C * BYTE_ENTRIES,) int32
+                           adaptive maps; (256, C) int32 the entry each model used (-1: none)
+    half                   mix.half_inputs: the history and run inputs shift right by 1
 
 The first nibble of the byte lives in slot key(h); the second in key(h, first nibble). To predict
 all 255 nodes a model reads its first slot and the 16 possible second slots (read only; a slot
@@ -60,6 +66,17 @@ RUNS = 4
 # mix.run_inputs: per model, an adaptive map by the last byte's run (0..15), the depth and the
 # bit the last byte takes at the node; run_inputs 2: three, by _history_kind of the node.
 RUN_ENTRIES = 16 * 8 * 2
+# mix.byte_history: per model, an adaptive map by the way each of the slot's last three
+# distinct bytes goes at the node (none, 0 or 1: 27 patterns) and the depth; its stretch
+# enters at half (BYTE_SHIFT): at full it cost 0.0024 bits/byte (the sum over four 256 KB
+# prefixes), keyed by the last byte's run too a further 0.0060
+# (benchmarks/sweep-2026-12-05-bytes.md).
+BYTE_ENTRIES = 27 * 8
+BYTE_SHIFT = 1
+# A model's last byte packed with the rest of its slot's byte history (the `last` of _read):
+# the byte in bits 0-7, its run in 8-11, the older distinct bytes, each with a leading 1
+# where known (else 0), in 12-20 and 21-29.
+RUN_MASK = 15
 S32 = u64(32)
 
 # NODE2[nib, j]: byte-tree node of local node j (1..15) of the second-nibble slot for nib.
@@ -174,7 +191,7 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
                 way = 1 + ((byte >> (7 - depth)) & 1)
             hm = 3 * i + way
             if hs[5].shape[0] > 0:
-                run = RUN_BUCKET[last >> 8] if last >= 0 else 0
+                run = RUN_BUCKET[(last >> 8) & RUN_MASK] if last >= 0 else 0
                 hm = hm * RUNS + run
         if hs[12] & 2:
             hm = hm * DEPTH_BUCKETS + (depth >> 1)
@@ -182,7 +199,7 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
         hidx[node, i] = e
         p = map_p(hmaps, e)
         st = stretch(p)
-        x[node, hcol + i] = st
+        x[node, hcol + i] = st >> hs[17]
         if hs[6] > 0:  # the probability itself: sure histories stand out more than stretched
             x[node, hs[6] + i] = (p - 2048) >> 1 if h != 0 else 0
         if hs[7] > 0:
@@ -190,15 +207,40 @@ def _read(x, midx, maps, i, node, state, hs, h, last):
         if hs[9] > 0:
             r = -1
             if way > 0:  # the last byte's path runs through the node: the bit it expects
-                r = (((last >> 8) * 8 + depth) << 1) + way - 1
+                r = ((((last >> 8) & RUN_MASK) * 8 + depth) << 1) + way - 1
                 stride = hs[10].shape[0] // hs[11].shape[1]
                 if stride > RUN_ENTRIES:  # run_inputs 2: also by what the node has seen
                     r += RUN_ENTRIES * _history_kind(h, states)
                 r += i * stride
-                x[node, hs[9] + i] = stretch(map_p(hs[10], r))
+                x[node, hs[9] + i] = stretch(map_p(hs[10], r)) >> hs[17]
             else:
                 x[node, hs[9] + i] = 0
             hs[11][node, i] = r
+        if hs[14] > 0:
+            _read_bytes(x, hs, i, node, depth, way, last)
+
+
+@kernel_inline
+def _read_bytes(x, hs, i, node, depth, way, last):
+    """Model i's byte-history input at node: its map by the ways the slot's three distinct
+    bytes go there (``last`` packs them, RUN_MASK's comment), 0 where none passes the node."""
+    w2 = 0
+    w3 = 0
+    if last >= 0:
+        b2 = (last >> 12) & 511
+        b3 = (last >> 21) & 511
+        if b2 >> (8 - depth) == node:
+            w2 = 1 + ((b2 >> (7 - depth)) & 1)
+        if b3 >> (8 - depth) == node:
+            w3 = 1 + ((b3 >> (7 - depth)) & 1)
+    pattern = 9 * way + 3 * w2 + w3
+    e = -1
+    if pattern > 0:
+        e = i * BYTE_ENTRIES + pattern * 8 + depth
+        x[node, hs[14] + i] = stretch(map_p(hs[15], e)) >> BYTE_SHIFT
+    else:
+        x[node, hs[14] + i] = 0
+    hs[16][node, i] = e
 
 
 @kernel_inline
@@ -252,6 +294,8 @@ def predict_first(x, midx, tbl, maps, ctxh, bmask, hs):
                 last = np.int64(hs[0][s, 0])
                 if hs[5].shape[0] > 0:
                     last |= np.int64(hs[5][s]) << 8
+                if hs[14] > 0:
+                    last |= _older_bytes(hs[13], s, last & 255)
             hs[2][0, i] = last
         for node in range(1, 16):
             if s >= 0:
@@ -259,6 +303,20 @@ def predict_first(x, midx, tbl, maps, ctxh, bmask, hs):
             else:
                 _read(x, midx, maps, i, node, 0, hs, 0, last)
     return found
+
+
+@kernel_inline
+def _older_bytes(bh, s, byte):
+    """Slot s's two older distinct bytes packed for ``last`` (RUN_MASK's comment): each with
+    a leading 1 where it is known, differs from the newer ones."""
+    b2 = np.int64(bh[s, 0])
+    b3 = np.int64(bh[s, 1])
+    packed = 0
+    if b2 != byte:
+        packed |= (b2 | 256) << 12
+        if b3 != b2 and b3 != byte:
+            packed |= (b3 | 256) << 21
+    return packed
 
 
 @kernel
@@ -290,6 +348,19 @@ def _make_slot(tbl, key, bmask, hst, histories):
     return s
 
 
+@kernel_inline
+def _push_byte(bh, s, used, last, byte):
+    """Slot s's older distinct bytes after byte follows its last byte (a list moved to the
+    front: byte leaves it, last enters first). A fresh slot knows none: both equal byte."""
+    if not used:
+        bh[s, 0] = np.uint8(byte)
+        bh[s, 1] = np.uint8(byte)
+    elif byte != last:
+        if byte != bh[s, 0]:
+            bh[s, 1] = bh[s, 0]
+        bh[s, 0] = last
+
+
 @kernel
 def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, schedule, map_limit, hs):
     """Learn byte on its 8 nodes: each model's adaptive map at the entry it used, and its
@@ -304,6 +375,8 @@ def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, schedule,
             if hs[5].shape[0] > 0:
                 again = tbl[s, 1] & 15 > 0 and hst[s, 0] == byte
                 hs[5][s] = min(np.int64(hs[5][s]) + 1, 15) if again else 0
+            if hs[14] > 0:
+                _push_byte(hs[13], s, tbl[s, 1] & 15 > 0, hst[s, 0], byte)
             hst[s, 0] = np.uint8(byte)
         node = 1
         for k in range(8):
@@ -321,4 +394,6 @@ def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, schedule,
                     hst[s, j] = history_next(hst[s, j], bit)
                 if hs[9] > 0 and hs[11][node, i] >= 0:
                     map_update(hs[10], hs[11][node, i], bit, map_limit)
+                if hs[14] > 0 and hs[16][node, i] >= 0:
+                    map_update(hs[15], hs[16][node, i], bit, map_limit)
             node = 2 * node + bit

@@ -53,6 +53,7 @@ from .apm import apm_predict, apm_predict_bits, apm_update, apm_update_counted
 from .byte_pdf import node_prob, node_sums
 from .combiner import combine, row_scale, train
 from .context import (
+    BYTE_ENTRIES,
     DEPTH_BUCKETS,
     HISTORY_STATES,
     NODE2,
@@ -146,6 +147,9 @@ VIEWS = (
     ("mt2", "i32"),
     ("wn", "i32"),
     ("wfn", "i32"),
+    ("bh", "u8"),
+    ("bmaps", "i32"),
+    ("bidx", "i32"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
@@ -154,7 +158,7 @@ VIEWS = (
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
  V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS, V_RMAPS,
  V_RIDX, V_APM4, V_AIDX4, V_APM1N, V_APM2N, V_APMSN, V_APM4N,
- V_MT2, V_WN, V_WFN) = range(len(VIEWS))  # fmt: skip
+ V_MT2, V_WN, V_WFN, V_BH, V_BMAPS, V_BIDX) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -176,8 +180,8 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
  D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE,
  D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT, D_PBITS, D_MCOLS, D_RECOVER,
- D_MINLEN2, D_MCTX2, D_ROWHALF, D_STATES) = range(47)  # fmt: skip
-N_DIMS = 47
+ D_MINLEN2, D_MCTX2, D_ROWHALF, D_STATES, D_BYTES, D_HALF) = range(49)  # fmt: skip
+N_DIMS = 49
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -298,6 +302,9 @@ def layout(cfg):
         "mt2": (1 << cfg.match_log) if cfg.match_two else 0,
         "wn": weight_rows(cfg) if cfg.row_rate_log else 0,
         "wfn": N_FINAL_ROWS if cfg.row_rate_log else 0,
+        "bh": (1 << cfg.ctx_log) * 2 if cfg.slot_bytes else 0,
+        "bmaps": C * BYTE_ENTRIES if cfg.slot_bytes else 0,
+        "bidx": 256 * C if cfg.slot_bytes else 0,
     }
 
 
@@ -332,14 +339,16 @@ def _carve(buf, offs, v):
 @driver_inline
 def _histories(u8, i32, offs, dims):
     """context.py's hs: the bit histories' views, column (0: none), last-byte flag, runs, the
-    columns and tables of the inputs of mix.conf_inputs, det_inputs and run_inputs, and
-    mix.states."""
+    columns and tables of the inputs of mix.conf_inputs, det_inputs and run_inputs,
+    mix.states, the byte histories' view, column and tables, and mix.half_inputs."""
     nctx = dims[D_NCTX]
     return (_carve(u8, offs, V_HST).reshape((-1, 16)), _carve(i32, offs, V_HMAPS),
             _carve(i32, offs, V_HIDX).reshape((256, nctx)), dims[D_HCOL],
             dims[D_LAST] != 0, _carve(u8, offs, V_RUNS), dims[D_CONF], dims[D_DET],
             dims[D_DMODE], dims[D_RUN], _carve(i32, offs, V_RMAPS),
-            _carve(i32, offs, V_RIDX).reshape((-1, nctx)), dims[D_STATES])  # fmt: skip
+            _carve(i32, offs, V_RIDX).reshape((-1, nctx)), dims[D_STATES],
+            _carve(u8, offs, V_BH).reshape((-1, 2)), dims[D_BYTES], _carve(i32, offs, V_BMAPS),
+            _carve(i32, offs, V_BIDX).reshape((-1, nctx)), dims[D_HALF])  # fmt: skip
 
 
 @kernel

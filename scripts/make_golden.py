@@ -250,6 +250,16 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
         ),
+        # V6_BASES entry 12 (entry 10 with level 7): the default preset on an input that does
+        # not start from its prior.
+        "default-base12-short": (TEXT[:400], {}, {}, {"mix": "preset", "extras": {}}),
+        # V6_BASES entry 13: entry 12 from the prior, with its "prior_train".
+        "default-base13-prior-PRIOR-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (

@@ -119,8 +119,8 @@ def test_the_base_prior_is_named_without_its_digest(base):
     assert parsed["model_sha256"] == prior
 
 
-DEFAULT_BASE = 10  # today's default preset: level 6, promote, final_lr 1, no rerun, overlap
-PRIOR_BASE = 11  # the same from its prior (preset "prior_train")
+DEFAULT_BASE = 12  # today's default preset: level 7, promote, final_lr 1, no rerun, overlap
+PRIOR_BASE = 13  # the same from its prior (preset "prior_train")
 
 
 def test_the_default_preset_is_its_base_and_names_it_and_its_prior_in_one_byte():

@@ -299,9 +299,9 @@ def test_level_4_run_inputs_by_hand():
     assert [x[n, col + O1] for n in (1, 2, 3)] == [-412, 412, 0]
 
 
-def test_level_7_is_refused():
+def test_level_8_is_refused():
     with pytest.raises(ConfigError, match="level"):
-        MixConfig.from_dict({**SMALL.to_dict(), "level": 7})
+        MixConfig.from_dict({**SMALL.to_dict(), "level": 8})
 
 
 def test_decoder_steps_equal_advance_at_level_4_with_the_mamba():

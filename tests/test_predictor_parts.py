@@ -148,9 +148,10 @@ def test_order2_model_becomes_confident_on_a_period_3_sequence():
     midx = np.zeros((256, 1), np.int32)
     bmask = (1 << 10) // 4 - 1
     # No bit histories: hst, hmaps and runs empty, column 0; no more inputs (columns 0), no
-    # states.
+    # states, no byte histories, nothing halved.
     hs = (np.zeros((0, 16), np.uint8), np.zeros(0, np.int32), np.zeros((256, 1), np.int32), 0,
           False, np.zeros(0, np.uint8), 0, 0, 0, 0, np.zeros(0, np.int32),
+          np.zeros((0, 1), np.int32), 0, np.zeros((0, 2), np.uint8), 0, np.zeros(0, np.int32),
           np.zeros((0, 1), np.int32), 0)  # fmt: skip
     probs = []
     for byte in b"abc" * 200:

@@ -523,8 +523,12 @@ FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
 # Eighteenth session, 2026-12-04: level 6 (each weight row's own rate, the history maps by
 # depth), the default preset's mix since V6_BASES entry 10: 1.7347/2.1330/1.8160/1.5274 ->
 # 1.7284/2.1254/1.8068/1.5225 on the same Mamba pdfs (benchmarks/sweep-2026-12-04-rates.md).
+# Nineteenth session, 2026-12-05: level 7 (the byte histories, the history and run inputs at
+# half), the default preset's mix since V6_BASES entry 12: 1.7284/2.1254/1.8068/1.5225 ->
+# 1.7230/2.1193/1.8005/1.5180 on the level-6 default's Mamba pdfs
+# (benchmarks/sweep-2026-12-05-bytes.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
-                    level=6, combiner_lr=4, final_lr=1, promote=True)  # fmt: skip
+                    level=7, combiner_lr=4, final_lr=1, promote=True)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

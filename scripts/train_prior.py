@@ -20,7 +20,9 @@ the epoch, concatenated and cut into sequences of ``--seq-len`` that are then sh
 batches. The state starts at zero in every sequence, as it does at the start of a file.
 The held-out text is scored as compress scores it: one stream, primed with 0, the state
 carried through. The checkpoint (``OUT/state.pt``) is written every few minutes and at the
-end; ``train`` resumes from it, to the same batches.
+end; ``train`` resumes from it, to the same batches. ``--skip STEPS`` starts at that batch
+of the seed's order, so that a run from ``--init`` goes on to the data the run that made the
+prior did not reach (f13eff77 stopped at step 1797 of seed 0).
 
 The selective scan runs in Numba (``scan_forward``/``scan_backward``, one pass over time per
 channel), not as a Python loop over time: autograd over T small steps was the slow part.
@@ -370,7 +372,7 @@ def train(args):
     model = build_model_classes()(cfg)
     docs, heldout = load_corpus(args.corpus)
     per_epoch = (sum(len(d) + 1 for d in docs) - 1) // args.seq_len // args.batch
-    max_steps = int(per_epoch * args.epochs)
+    max_steps = int(per_epoch * args.epochs) - args.skip
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (decay if p.dim() >= 2 and "A_log" not in name else no_decay).append(p)
@@ -410,7 +412,7 @@ def train(args):
         model.eval()
         bits = heldout_bits(model, heldout)
         model.train()
-        row = {"step": step, "epoch": round(step / per_epoch, 4), "lr": lr,
+        row = {"step": step, "epoch": round((step + args.skip) / per_epoch, 4), "lr": lr,
                "bytes": step * args.batch * args.seq_len, "train_seconds": round(seconds),
                "heldout_bits_per_byte": round(bits, 4)}  # fmt: skip
         with log.open("a") as f:
@@ -423,10 +425,11 @@ def train(args):
     epoch = None
     model.train()
     while step < max_steps and time.monotonic() < deadline and not schedule.done(step):
-        if step // per_epoch != epoch:
-            epoch = step // per_epoch
+        at = step + args.skip  # the batch's place in the data: epoch at // per_epoch
+        if at // per_epoch != epoch:
+            epoch = at // per_epoch
             batches = epoch_sequences(docs, args.seed, epoch, args.seq_len)
-        i = step % per_epoch
+        i = at % per_epoch
         rows = torch.from_numpy(batches[i * args.batch : (i + 1) * args.batch].astype(np.int64))
         t0 = time.monotonic()
         lr = schedule.lr(step)
@@ -449,14 +452,14 @@ def train(args):
                                  args.decay)  # fmt: skip
         if step % 20 == 0:
             rate = step * args.batch * args.seq_len / seconds / 1e3
-            print(f"step {step} epoch {step / per_epoch:.3f} lr {lr:.2e} "
+            print(f"step {step} epoch {(step + args.skip) / per_epoch:.3f} lr {lr:.2e} "
                   f"loss {loss.item() / LN2:.4f} bits  {rate:.1f} KB/s", flush=True)  # fmt: skip
-        if step % per_epoch == 0 or step % args.eval_every == 0:
+        if (step + args.skip) % per_epoch == 0 or step % args.eval_every == 0:
             evaluate(lr)
         if time.monotonic() - last_save > 300:
             save()
             last_save = time.monotonic()
-    if step % per_epoch and step % args.eval_every:
+    if (step + args.skip) % per_epoch and step % args.eval_every:
         evaluate(schedule.lr(step - 1))
     save()
     print(f"stopped at step {step} (decay from {schedule.decay_start})", flush=True)
@@ -535,6 +538,11 @@ def main():
     t.add_argument("--clip", type=float, default=1.0)
     t.add_argument("--eval-every", type=int, default=500)
     t.add_argument("--minutes", type=float, required=True, help="the time budget of this run")
+    t.add_argument(
+        "--skip", type=int, default=0, metavar="STEPS",
+        help="start at this batch of the seed's data order (where an --init run stopped); "
+        "the schedule's steps still count from 0, the logged epoch is the place in the data",
+    )  # fmt: skip
     t.add_argument("--decay", type=float, default=0.3, help="share of the budget to decay in")
     c = sub.add_parser("check", help="torch's logits against mambazip's on the same weights")
     c.add_argument("--out", type=Path, help="a run's folder (default: the seeded init)")

@@ -68,8 +68,12 @@ def noise(n, state=0x9E3779B97F4A7C15):
 # Version 3 options: "mix" (none, cm or full) with the small tables of predictor.SMALL,
 # "preset" for the preset's own tables, or "fast" for the fast preset; "extras" (name, mtime,
 # size); "block_size"; "seed" (else 1234); "small_input" (plan.Layout's); "prior" (a
-# preset whose prior starts the Mamba) and "from_prior" (with that preset's "prior_train").
+# preset whose prior starts the Mamba, or a shipped prior's SHA-256) and "from_prior" (with
+# that preset's "prior_train").
 NAMED = {"name": "golden.txt", "mtime": 1_796_000_000}
+# Shipped priors that no preset names (yet): the default's Mamba trained on from f13eff77
+# (benchmarks/bench-2026-12-05-prior-31e2540a.md).
+PRIOR2 = "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"
 CASES = {
     1: {
         "tiny-adam": (TEXT, TINY, {}),
@@ -260,6 +264,14 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
         ),
+        # Entry 11's settings (the default preset when it was written, before entry 12) from a
+        # prior no V6_BASES entry names: the header carries its full SHA-256.
+        f"default-base11-prior-{PRIOR2[:16]}-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": PRIOR2, "from_prior": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (
@@ -294,6 +306,11 @@ CASES = {
 LEVELS = {"level1": 1, "level2": 2, "level3": 3}  # mix.level of the context models alone
 
 
+def prior_sha(prior):
+    """The SHA-256 a case's "prior" names: itself, or its preset's prior."""
+    return prior if len(prior) == 64 else priors.preset_prior(prior)
+
+
 def settings_of(model, train, options):
     """The case's Settings: the default preset with the case's model and training, and for
     version 3 its mixing (the preset's tables only for "preset"); "fast": the fast preset."""
@@ -320,7 +337,11 @@ def compress_case(data, settings, options):
     if not options:
         return mambazip.compress(data, settings)
     out = io.BytesIO()
-    prior = plan.prior_for(options["prior"], settings) if "prior" in options else None
+    prior = None
+    if "prior" in options and len(options["prior"]) == 64:
+        prior = priors.load(options["prior"])
+    elif "prior" in options:
+        prior = plan.prior_for(options["prior"], settings)
     compress_stream(io.BytesIO(data), out, settings, options.get("block_size", DEFAULT_BLOCK),
                     stored_blocks=True, frame_size=options.get("frame_size"), prior=prior,
                     small_input=options.get("small_input", False),
@@ -338,7 +359,7 @@ def main(only=None):
         for name, (data, model, train, *rest) in CASES[version].items():
             options = rest[0] if rest else {}
             if "prior" in options:
-                name = name.replace("PRIOR", priors.preset_prior(options["prior"])[:16])
+                name = name.replace("PRIOR", prior_sha(options["prior"])[:16])
             if only is not None and name != only:
                 continue
             settings = settings_of(model, train, options)

@@ -19,7 +19,7 @@ from mambazip.predictor.context import (
 from mambazip.predictor.counters import stretch
 from mambazip.predictor.loop import V_BH, V_BIDX, V_X, group_column, layout, view
 
-ON = dataclasses.replace(SMALL, level=6, byte_history=1)
+ON = dataclasses.replace(SMALL, level=6, byte_history=True)
 
 
 def _history(seq):
@@ -115,7 +115,7 @@ def test_byte_history_adds_one_input_group_and_its_tables():
     sizes = layout(ON)
     assert sizes["bh"] == 2 << ON.ctx_log
     assert sizes["bmaps"] == len(ON.context_kinds) * BYTE_ENTRIES
-    no_last = dataclasses.replace(SMALL, byte_history=1, histories=True)
+    no_last = dataclasses.replace(SMALL, byte_history=True, histories=True)
     assert not no_last.slot_bytes and layout(no_last)["bh"] == 0
 
 
@@ -126,7 +126,7 @@ def test_the_decoder_follows_with_byte_histories():
 
 def test_byte_histories_change_the_tables():
     data = np.frombuffer(bytes(range(40, 90)) * 20 + b"abcabdabeabf" * 30, np.uint8)
-    tables = [coded_tables(cfg, data) for cfg in (ON, dataclasses.replace(ON, byte_history=0))]
+    tables = [coded_tables(cfg, data) for cfg in (ON, dataclasses.replace(ON, byte_history=False))]
     assert not np.array_equal(tables[0], tables[1])
 
 
@@ -134,8 +134,8 @@ def test_the_fields_at_their_defaults_leave_older_headers_alone():
     for level in range(8):
         cfg = dataclasses.replace(DEFAULT, level=level)
         assert {"byte_history", "half_inputs"}.isdisjoint(cfg.to_dict())
-    on = dataclasses.replace(DEFAULT, byte_history=1, half_inputs=True)
-    assert (on.to_dict()["byte_history"], on.to_dict()["half_inputs"]) == (1, True)
+    on = dataclasses.replace(DEFAULT, byte_history=True, half_inputs=True)
+    assert (on.to_dict()["byte_history"], on.to_dict()["half_inputs"]) == (True, True)
     assert MixConfig.from_dict(on.to_dict()) == on
 
 
@@ -165,9 +165,9 @@ def test_half_inputs_halve_the_history_and_run_inputs_alone():
 
 def test_level_7_is_level_6_with_the_byte_histories_and_half_inputs():
     seven = dataclasses.replace(SMALL, level=7)
-    six = dataclasses.replace(SMALL, level=6, byte_history=1, half_inputs=True)
-    assert (seven.byte_histories, seven.halved) == (1, True)
-    assert dataclasses.replace(SMALL, level=6).byte_histories == 0
+    six = dataclasses.replace(SMALL, level=6, byte_history=True, half_inputs=True)
+    assert (seven.slot_bytes, seven.halved) == (True, True)
+    assert not dataclasses.replace(SMALL, level=6).slot_bytes
     assert layout(seven) == layout(six)
     data = np.frombuffer(b"the cat sat on the mat; the cat sat on a hat. " * 30, np.uint8)
     tables = [coded_tables(cfg, data) for cfg in (seven, six, dataclasses.replace(SMALL, level=6))]

@@ -44,9 +44,8 @@ LEVEL5_MIN2 = 20
 # What level 6 adds to level 5: each weight row's own rate (row_rates 8) where row_rates is 0,
 # and the history maps by depth too (history_depth).
 LEVEL6_ROW_RATES = 8
-# What level 7 adds to level 6: the byte histories (byte_history 1) where that field is 0,
-# and the history and run inputs at half (half_inputs).
-LEVEL7_BYTES = 1
+# Level 7 adds to level 6 the byte histories (byte_history) and the history and run inputs
+# at half (half_inputs).
 
 # (low, high) inclusive bounds of the integer fields.
 _INT_BOUNDS = {
@@ -101,9 +100,6 @@ _INT_BOUNDS = {
     # With the bit histories, each node's history as a state of states.py's table (counts
     # that forget) instead of its last 6 bits (1).
     "states": (0, 1),
-    # With the last byte per slot, the two distinct bytes seen there before it, and an input
-    # per context model by which way each of the three goes at the node (1).
-    "byte_history": (0, 1),
 }
 _BOOL_FIELDS = (
     "mamba",
@@ -124,6 +120,7 @@ _BOOL_FIELDS = (
     "wide_final",
     "match_ctx2",
     "history_depth",
+    "byte_history",
     "half_inputs",
 )
 
@@ -192,7 +189,9 @@ class MixConfig:
     # states.py), and their maps also keyed by the node's depth // 2 (history_depth).
     states: int = 0
     history_depth: bool = False
-    byte_history: int = 0
+    # With the last byte per slot, the two distinct bytes seen there before it, and an input
+    # per context model by which way each of the three goes at the node.
+    byte_history: bool = False
     # With the bit histories, their inputs and the run inputs at half their stretch: beside
     # the counters at full they were too loud for the combiner (0.0079 and 0.0003 bits/byte
     # over four 256 KB prefixes; a lower combiner_lr for all inputs lost instead).
@@ -201,8 +200,7 @@ class MixConfig:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
     # wide final probabilities; 5: also the match model's recovery and second candidate
     # (LEVEL5_RECOVER, LEVEL5_MIN2); 6: also each weight row's own rate (LEVEL6_ROW_RATES)
-    # and the history maps by depth; 7: also the byte histories (LEVEL7_BYTES) and the
-    # halved inputs
+    # and the history maps by depth; 7: also the byte histories and the halved inputs
 
     def __post_init__(self):
         for field, names in (("contexts", EXTRA_KINDS), ("sets", EXTRA_SETS)):
@@ -302,16 +300,9 @@ class MixConfig:
         return groups
 
     @property
-    def byte_histories(self):
-        """byte_history, or level 7's where it is 0."""
-        if self.byte_history == 0 and self.level >= 7:
-            return LEVEL7_BYTES
-        return self.byte_history
-
-    @property
     def slot_bytes(self):
-        """Whether the slots keep their last three distinct bytes (byte_histories)."""
-        return self.byte_histories > 0 and self.slot_last_byte
+        """Whether the slots keep their last three distinct bytes (byte_history or level 7)."""
+        return (self.byte_history or self.level >= 7) and self.slot_last_byte
 
     @property
     def halved(self):
@@ -473,7 +464,7 @@ _LATER = {
     "row_rates": 0,
     "states": 0,
     "history_depth": False,
-    "byte_history": 0,
+    "byte_history": False,
     "half_inputs": False,
 }
 

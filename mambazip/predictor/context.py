@@ -307,8 +307,8 @@ def predict_first(x, midx, tbl, maps, ctxh, bmask, hs):
 
 @kernel_inline
 def _older_bytes(bh, s, byte):
-    """Slot s's two older distinct bytes packed for ``last`` (RUN_MASK's comment): each with
-    a leading 1 where it is known, differs from the newer ones."""
+    """Slot s's two older distinct bytes packed for ``last`` (RUN_MASK's comment), each with
+    a leading 1 where it is known (differs from every newer one)."""
     b2 = np.int64(bh[s, 0])
     b3 = np.int64(bh[s, 1])
     packed = 0
@@ -372,11 +372,12 @@ def update_contexts(tbl, maps, midx, ctxh, bmask, byte, counter_limit, schedule,
         h = ctxh[i]
         s = _make_slot(tbl, slot_key(h, -1), bmask, hst, histories)
         if hs[4]:  # before the second slot is made, which may take this one's place
+            used = tbl[s, 1] & 15 > 0  # the slot has a last byte
             if hs[5].shape[0] > 0:
-                again = tbl[s, 1] & 15 > 0 and hst[s, 0] == byte
+                again = used and hst[s, 0] == byte
                 hs[5][s] = min(np.int64(hs[5][s]) + 1, 15) if again else 0
             if hs[14] > 0:
-                _push_byte(hs[13], s, tbl[s, 1] & 15 > 0, hst[s, 0], byte)
+                _push_byte(hs[13], s, used, hst[s, 0], byte)
             hst[s, 0] = np.uint8(byte)
         node = 1
         for k in range(8):

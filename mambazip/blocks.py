@@ -108,6 +108,8 @@ def encode_stream(job, read_block, out, stats, observer=SILENT, noise=None, tran
             stats.original_bytes += len(block)
     coder.flush()
     container.write_end(out, stats.original_bytes - before, crc)
+    if coder.predictor is not None:
+        coder.predictor.settle()
     return crc, coder.predictor
 
 
@@ -174,6 +176,7 @@ def encode_short(job, block, stats, observer=SILENT):
     words = _code(predictor, data, stats, observer, tables)
     symbols = np.concatenate([t[0] for t in tables])
     payload = shortest_payload(words, symbols, np.concatenate([t[1] for t in tables]))
+    predictor.settle()
     return (payload if len(payload) < len(block) else block), predictor
 
 
@@ -318,6 +321,8 @@ def decode_blocks(blocks, dst, make_predictor, observer=SILENT, check_segment=No
         dst.write(block)
         crc = zlib.crc32(block, crc)
         decoded += n_bytes
+    if predictor is not None:
+        predictor.settle()
     return decoded, crc, length, expected_crc, predictor
 
 

@@ -347,6 +347,14 @@ class OnlineLearner:
         """Bytes learned so far: the learning-rate schedule's clock."""
         return int(self.model.counters[C_BYTES])
 
+    def settle(self):
+        """End of a stream whose model may be dropped: land the overlapped update in flight
+        and end its thread. A learner dropped with its update still running would keep the
+        buffers that update reads (weights, moments, a segment) until it is done, beside the
+        next frame's learner; ``finish`` still learns the unfinished segment after this."""
+        if self._overlap is not None:
+            self._overlap.settle()
+
     def finish(self):
         """End of the stream: learn the targets of the unfinished segment, so that the model
         both sides end in (and may save) has learned every byte."""
@@ -439,13 +447,17 @@ class _Overlap:
             pending, self.pending = self.pending, None
             pending.result()
 
-    def finish(self, L):
-        """Land the update in flight, end the update thread, learn the unfinished segment's
-        targets at once, and leave the newest weights in both buffers (T[0] the model's)."""
+    def settle(self):
+        """Land the update in flight and end the update thread."""
         self.wait()
         if self.executor is not None:
             self.executor.shutdown()
             self.executor = None
+
+    def finish(self, L):
+        """Land the update in flight, end the update thread, learn the unfinished segment's
+        targets at once, and leave the newest weights in both buffers (T[0] the model's)."""
+        self.settle()
         m = L.model
         k = self.turn % 2
         known = int(m.counters[C_SEG]) - 1

@@ -50,6 +50,11 @@ class Predictor:
         self.context.prime(self.learner.pdf if self.learner else None)
         self.freq = self.context.freq
 
+    def settle(self):
+        """The stream ended: nothing of the Mamba's runs on after it (``OnlineLearner.settle``)."""
+        if self.learner is not None:
+            self.learner.settle()
+
     def advance(self, data, trust=None):
         """Run over ``data`` (n,) uint8. Returns (freqs, p): freqs (n, V) int32, row i the
         table data[i] is coded with (``nibbles``: (n, 32), its two nibbles' tables); p (n,)

@@ -7,6 +7,7 @@ recorded in the header only when true, and decoded to the same bytes."""
 from __future__ import annotations
 
 import io
+import threading
 
 import numpy as np
 import pytest
@@ -143,6 +144,39 @@ def test_finish_learns_the_last_bytes_and_keeps_the_live_state():
     assert not np.array_equal(learner.model.params.flat, before)
     assert np.array_equal(learner.model.conv_state, conv)
     assert np.array_equal(learner.model.ssm_state, ssm)
+
+
+def _new_threads(before):
+    return [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+
+
+def test_settle_ends_the_update_thread_and_finish_then_learns_as_it_would_alone():
+    """A stream's end settles its learner, so that a frame's update does not run on beside
+    the next frame's learner, holding the buffers it reads."""
+    before = set(threading.enumerate())
+    settled = new_learner(thread=True, **ADAM)
+    settled.advance(first_bytes(40))
+    assert _new_threads(before), "the learner updates on a thread of its own"
+    settled.settle()
+    assert not _new_threads(before)
+    settled.finish()
+    alone = new_learner(thread=True, **ADAM)
+    alone.advance(first_bytes(40))
+    alone.finish()
+    assert settled.step == alone.step
+    assert np.array_equal(settled.model.params.flat, alone.model.params.flat)
+
+
+@pytest.mark.parametrize("direction", ["compress", "decompress"])
+def test_no_update_thread_runs_on_after_a_stream(direction):
+    settings = mambazip.resolve_settings(model=TINY_MODEL, train=OVERLAP, mix="none")
+    blob = mambazip.compress(TEXT, settings)
+    before = set(threading.enumerate())
+    if direction == "compress":
+        mambazip.compress(TEXT, settings)
+    else:
+        mambazip.decompress(blob)
+    assert not _new_threads(before)
 
 
 def test_overlap_false_is_left_out_of_the_header_and_true_is_recorded():

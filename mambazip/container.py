@@ -871,6 +871,54 @@ V6_BASES = (
               "level": 7},
       "seed": 0},
      "f13eff77a58e12406f94c1a325429d737ac3546ce234d00b5669acffca7a6622"),
+    # entry 12 with the prior 31e2540a (f13eff77 trained on) as the default preset's, from
+    # 2026-12-05
+    ({"model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0005, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 50000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"embed": 2.0, "head": 4.0}, "rerun": False, "overlap": True},
+      "mix": {"mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
+              "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 4, "final_lr": 1, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "promote": True,
+              "level": 7},
+      "seed": 0},
+     "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
+    # entry 13 from the prior 31e2540a
+    ({"model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0002, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 50000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"embed": 2.0, "head": 4.0}, "rerun": False, "overlap": True},
+      "mix": {"mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
+              "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 4, "final_lr": 1, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "promote": True,
+              "level": 7},
+      "seed": 0},
+     "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
+    # entry 6 (the small-input counterpart of entries 12 to 15) from the prior 31e2540a
+    ({"model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0005, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 50000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"embed": 2.0, "head": 4.0}},
+      "mix": {"mamba": True, "max_order": 4, "word": True, "sparse": False, "match": True,
+              "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 16, "final_lr": 8, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "level": 0},
+      "seed": 0},
+     "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
 )  # fmt: skip
 
 # A short-form input of at most SMALL_INPUT bytes that a preset's settings would code (those
@@ -880,7 +928,7 @@ V6_BASES = (
 # 1,455 / 2,655 bytes become 36 / 87 / 396 / 1,419 / 2,638; at 16,000 they would cost 0.5 %
 # (benchmarks/bench-2026-12-03-small-inputs.md).
 SMALL_INPUT = 8192
-SMALL_BASES = {0: 3, 4: 3, 5: 6, 7: 6, 8: 6, 9: 6, 10: 6, 11: 6, 12: 6, 13: 6}
+SMALL_BASES = {0: 3, 4: 3, 5: 6, 7: 6, 8: 6, 9: 6, 10: 6, 11: 6, 12: 6, 13: 6, 14: 6, 15: 6}
 
 
 def small_input_settings(settings, n):

@@ -71,9 +71,9 @@ def noise(n, state=0x9E3779B97F4A7C15):
 # preset whose prior starts the Mamba, or a shipped prior's SHA-256) and "from_prior" (with
 # that preset's "prior_train").
 NAMED = {"name": "golden.txt", "mtime": 1_796_000_000}
-# Shipped priors that no preset names (yet): the default's Mamba trained on from f13eff77
-# (benchmarks/bench-2026-12-05-prior-31e2540a.md).
-PRIOR2 = "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"
+# The default preset's prior from 2026-12-03 to 12-05: the cases of the V6_BASES entries
+# that name it.
+PRIOR1 = "f13eff77a58e12406f94c1a325429d737ac3546ce234d00b5669acffca7a6622"
 CASES = {
     1: {
         "tiny-adam": (TEXT, TINY, {}),
@@ -232,7 +232,7 @@ CASES = {
             TEXT[:400],
             {},
             {},
-            {"mix": "preset", "extras": {}, "prior": "default"},
+            {"mix": "preset", "extras": {}, "prior": PRIOR1},
         ),
         # V6_BASES entry 8 (entry 7 with overlapped updates, level 5): the default preset on
         # an input that does not start from its prior.
@@ -242,7 +242,7 @@ CASES = {
             TEXT[:400],
             {},
             {},
-            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
+            {"mix": "preset", "extras": {}, "prior": PRIOR1, "from_prior": True},
         ),
         # V6_BASES entry 10 (entry 8 with level 6): the default preset on an input that does
         # not start from its prior.
@@ -252,7 +252,7 @@ CASES = {
             TEXT[:400],
             {},
             {},
-            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
+            {"mix": "preset", "extras": {}, "prior": PRIOR1, "from_prior": True},
         ),
         # V6_BASES entry 12 (entry 10 with level 7): the default preset on an input that does
         # not start from its prior.
@@ -262,15 +262,15 @@ CASES = {
             TEXT[:400],
             {},
             {},
-            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
+            {"mix": "preset", "extras": {}, "prior": PRIOR1, "from_prior": True},
         ),
-        # Entry 11's settings (the default preset when it was written, before entry 12) from a
-        # prior no V6_BASES entry names: the header carries its full SHA-256.
-        f"default-base11-prior-{PRIOR2[:16]}-short": (
+        # V6_BASES entry 15: entry 13 from the prior 31e2540a, the default preset's from
+        # 2026-12-05 (entry 14: entry 12 naming it).
+        "default-base15-prior-PRIOR-short": (
             TEXT[:400],
             {},
             {},
-            {"mix": "preset", "extras": {}, "prior": PRIOR2, "from_prior": True},
+            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
         ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.

@@ -119,8 +119,9 @@ def test_the_base_prior_is_named_without_its_digest(base):
     assert parsed["model_sha256"] == prior
 
 
-DEFAULT_BASE = 12  # today's default preset: level 7, promote, final_lr 1, no rerun, overlap
-PRIOR_BASE = 13  # the same from its prior (preset "prior_train")
+DEFAULT_BASE = 14  # today's default preset: level 7, promote, final_lr 1, no rerun, overlap
+PRIOR_BASE = 15  # the same from its prior 31e2540a (preset "prior_train")
+SMALL_PRIOR_BASE = 16  # its small-input counterpart's settings with that prior
 
 
 def test_the_default_preset_is_its_base_and_names_it_and_its_prior_in_one_byte():
@@ -321,9 +322,15 @@ def test_the_small_input_counterpart_is_chosen_only_where_a_preset_chose_the_set
     settings = mambazip.resolve_settings("default")
     counterpart = container.SMALL_BASES[DEFAULT_BASE]
     small = mambazip.Settings.from_dict(container.V6_BASES[counterpart][0])
-    chosen = mambazip.compress(data)  # the preset by name
+    chosen = mambazip.compress(data)  # the preset by name, from its prior (text)
     assert header_of(chosen)["settings"] == small
-    assert chosen[3] & container.F_BASE and chosen[4] == counterpart
+    # Named by the entry that holds those settings with the preset's prior, digest-free.
+    assert container.V6_BASES[SMALL_PRIOR_BASE] == (
+        container.V6_BASES[counterpart][0],
+        priors.preset_prior("default"),
+    )
+    assert chosen[3] == container.F_BASE | container.F_PRIOR
+    assert chosen[4] == SMALL_PRIOR_BASE
     assert mambazip.decompress(chosen) == data
     given = pack(data, settings)  # settings given: kept, as every earlier file was written
     assert header_of(given)["settings"] == settings and unpack(given) == data

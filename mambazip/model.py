@@ -384,7 +384,7 @@ class _Overlap:
     ``finish`` the model holds the newest weights. ``turn`` k counts the segments begun:
     the forwards read T[k % 2] and feed segs[k % 2]. The learner is passed to each call,
     not held, so that a learner dropped without ``finish`` is freed at once (no cycle);
-    the update thread lives from the first update to ``finish``."""
+    the update thread lives from the first update to ``settle`` (or ``finish``)."""
 
     def __init__(self, learner, thread):
         m = learner.model

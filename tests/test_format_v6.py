@@ -119,7 +119,9 @@ def test_the_base_prior_is_named_without_its_digest(base):
     assert parsed["model_sha256"] == prior
 
 
-DEFAULT_BASE = 14  # today's default preset: level 7, promote, final_lr 1, no rerun, overlap
+# Today's default preset (level 7, promote, final_lr 1, no rerun, overlap) naming its prior
+# 31e2540a; without a prior (input not text) its settings are entry 12's, the lower index.
+DEFAULT_BASE = 14
 PRIOR_BASE = 15  # the same from its prior 31e2540a (preset "prior_train")
 SMALL_PRIOR_BASE = 16  # its small-input counterpart's settings with that prior
 
@@ -129,6 +131,13 @@ def test_the_default_preset_is_its_base_and_names_it_and_its_prior_in_one_byte()
     header = container.compact_header(settings, priors.preset_prior("default"))
     assert header[3] == container.F_BASE | container.F_PRIOR
     assert header[4:] == container.varint(DEFAULT_BASE)
+
+
+def test_the_default_preset_without_a_prior_names_the_lower_entry_of_its_settings():
+    header = container.compact_header(mambazip.resolve_settings("default"))
+    assert header[3] == container.F_BASE
+    assert header[4:] == container.varint(12)
+    assert container.V6_BASES[12][0] == container.V6_BASES[DEFAULT_BASE][0]
 
 
 def test_the_default_from_its_prior_is_its_own_base_in_one_byte():

@@ -519,6 +519,14 @@ def write_fixture(sha):
     np.save(FIXTURES / f"train_prior-{sha}.npy", logits.astype(f32))
 
 
+def steps(text):
+    """A count of batches for argparse: a non-negative integer."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -539,7 +547,7 @@ def main():
     t.add_argument("--eval-every", type=int, default=500)
     t.add_argument("--minutes", type=float, required=True, help="the time budget of this run")
     t.add_argument(
-        "--skip", type=int, default=0, metavar="STEPS",
+        "--skip", type=steps, default=0, metavar="STEPS",
         help="start at this batch of the seed's data order (where an --init run stopped); "
         "the schedule's steps still count from 0, the logged epoch is the place in the data",
     )  # fmt: skip

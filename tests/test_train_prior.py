@@ -6,6 +6,7 @@ trained: mambazip's forward gives the logits that the script's torch model gave
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 from pathlib import Path
@@ -63,6 +64,12 @@ def run_forward(tp, u, dt, Bm, Cm, A_log, D_skip, h0=None, save=True):
     args = [np.ascontiguousarray(x, dtype=f32) for x in (u, dt, Bm, Cm)]
     tp.scan_forward(y, hs, h_last, *args, A, D_skip.astype(f32), h0)
     return y, hs, h_last, args, A
+
+
+def test_skip_takes_a_count_of_batches_and_refuses_a_negative_one(tp):
+    assert tp.steps("0") == 0 and tp.steps("1200") == 1200
+    with pytest.raises(argparse.ArgumentTypeError, match="must be 0 or more, got -3"):
+        tp.steps("-3")
 
 
 def test_forward_matches_the_recurrence(tp, inputs):

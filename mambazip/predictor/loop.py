@@ -47,7 +47,7 @@ each nibble's 16-way table the same way on the nibble's own tree (nibble_table):
 
 import numpy as np
 
-from ..jit import driver, driver_inline, kernel
+from ..jit import kernel, kernel_inline
 from ..kernels.step import FREQ_TOTAL
 from .apm import apm_predict, apm_predict_bits, apm_update, apm_update_counted
 from .byte_pdf import node_prob, node_sums
@@ -331,12 +331,12 @@ def view(buffers, offs, v):
     return buffers[VIEWS[v][1]][start : start + count]
 
 
-@driver_inline
+@kernel_inline
 def _carve(buf, offs, v):
     return buf[offs[v, 0] : offs[v, 0] + offs[v, 1]]
 
 
-@driver_inline
+@kernel_inline
 def _histories(u8, i32, offs, dims):
     """context.py's hs: the bit histories' views, column (0: none), last-byte flag, runs, the
     columns and tables of the inputs of mix.conf_inputs, det_inputs and run_inputs,
@@ -429,7 +429,7 @@ def nibble_table_bits(nfreq, at, nmass, p12, nib, bits):
         nfreq[at + k] = np.int32(nmass[16 + k])
 
 
-@driver_inline
+@kernel_inline
 def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, first, last):
     """Node probabilities p12 of the nibbles first..last (-1: the high nibble's 15 nodes,
     0..15: the 15 under that high nibble). The high nibble's call starts the byte: the Mamba's
@@ -497,7 +497,7 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
             split_bits(mass, node, p, dims[D_PBITS])
 
 
-@driver
+@kernel
 def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     """The next byte's table. Formats 3 and 4: all 255 nodes, freq the 256-way table (views
     of the buffers). Format 5 (dims[D_NIBBLES]): the high nibble's 15 nodes, nfreq[:16] its
@@ -513,7 +513,7 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
         freq[b] = np.int32(mass[256 + b])
 
 
-@driver
+@kernel
 def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
     """Format 5: the 15 nodes under high nibble nib, nfreq[16:] the low nibble's table (pdf
     is not read: the high nibble's call kept the Mamba's node sums)."""
@@ -636,7 +636,7 @@ def _sse(acc, n, apms, aidx, dims, h3, match_sel, node, s, sse4):
     return (acc + a3 + am + (n + 2) // 2) // (n + 2)
 
 
-@driver
+@kernel
 def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     """Every part learns byte on its 8 nodes; the history and the contexts move on."""
     nctx, nin, nsets = dims[D_NCTX], dims[D_NIN], dims[D_NSETS]
@@ -746,7 +746,7 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     match_context(ctxh, kinds, mstate, dims[D_MCTX2])
 
 
-@driver
+@kernel
 def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     """The first byte's table: contexts of the empty history, then a prediction."""
     context_hashes(
@@ -759,7 +759,7 @@ def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf)
 
 
-@driver
+@kernel
 def run(u8, u16, u64b, i32, i64, f64, offs, dims, data, pdfs, use_pdf, freqs, p, trust,
         want_trust):  # fmt: skip
     """For each byte i of data: freqs[i] = the current table, p[i] = its probability of data[i];
@@ -785,7 +785,7 @@ def run(u8, u16, u64b, i32, i64, f64, offs, dims, data, pdfs, use_pdf, freqs, p,
         _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf)
 
 
-@driver
+@kernel
 def step(u8, u16, u64b, i32, i64, f64, f32, offs, dims):
     """The decoder's per-byte call, its inputs in the buffers (fewer arguments to dispatch than
     run's): learn the byte in view inbyte, predict the next with the Mamba's pdf in inpdf
@@ -797,7 +797,7 @@ def step(u8, u16, u64b, i32, i64, f64, f32, offs, dims):
     )
 
 
-@driver
+@kernel
 def step_low(u8, u16, u64b, i32, i64, f64, f32, offs, dims):
     """Format 5, the decoder's call between a byte's two nibbles: the low nibble's table under
     the high nibble in view inbyte."""

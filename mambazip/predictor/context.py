@@ -169,13 +169,14 @@ def state_map_init(hmaps):
     hmaps[:] = (p12 << 19).astype(np.int32)
 
 
-@kernel
+@kernel_inline
 def _read(x, midx, maps, i, node, state, hs, h, last):
     """Model i's inputs at node: its counter state through its adaptive map; with the bit
     histories (hs.hcol > 0), also its bit history h through its history map, in column
     hcol + i; with hs.last, the map chosen by the context's last byte (-1: none). The inputs
     of mix.conf_inputs, det_inputs and run_inputs follow in their columns (hs[6], hs[7],
-    hs[9]; 0: off), each 0 where what it reads was never seen."""
+    hs[9]; 0: off), each 0 where what it reads was never seen. Inlined, like loop._node: a
+    call passed hs's arrays as about a hundred scalar arguments, 480 times a byte."""
     m = i * MAP_SIZE + map_index(state)
     midx[node, i] = m
     x[node, i] = stretch(map_p(maps, m))
@@ -298,10 +299,9 @@ def predict_first(x, midx, tbl, maps, ctxh, bmask, hs):
                     last |= _older_bytes(hs[13], s, last & 255)
             hs[2][0, i] = last
         for node in range(1, 16):
-            if s >= 0:
-                _read(x, midx, maps, i, node, tbl[s, node], hs, _history(hs, s, node), last)
-            else:
-                _read(x, midx, maps, i, node, 0, hs, 0, last)
+            state = np.int64(tbl[s, node]) if s >= 0 else np.int64(0)
+            h = _history(hs, s, node) if s >= 0 else np.uint8(0)
+            _read(x, midx, maps, i, node, state, hs, h, last)
     return found
 
 
@@ -331,10 +331,9 @@ def predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup, hs):
         last = np.int64(hs[2][0, i]) if hs[4] else np.int64(-1)
         for j in range(1, 16):
             node = NODE2[nib, j]
-            if s >= 0:
-                _read(x, midx, maps, i, node, tbl[s, j], hs, _history(hs, s, j), last)
-            else:
-                _read(x, midx, maps, i, node, 0, hs, 0, last)
+            state = np.int64(tbl[s, j]) if s >= 0 else np.int64(0)
+            h = _history(hs, s, j) if s >= 0 else np.uint8(0)
+            _read(x, midx, maps, i, node, state, hs, h, last)
     return found
 
 

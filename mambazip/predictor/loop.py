@@ -522,7 +522,7 @@ def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
                       _carve(i32, offs, V_P12), nib, dims[D_PBITS])  # fmt: skip
 
 
-@kernel
+@kernel_inline
 def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme, apms,
           expected, dims, c1, c2, h2, h3, xrow, node, full, use_pdf, found, sse4):  # fmt: skip
     """12-bit p(bit = 1) at node: its match and Mamba inputs, the weight sets, the final

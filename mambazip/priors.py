@@ -20,10 +20,15 @@ FOLDER = "priors"
 _SHA = re.compile(r"[0-9a-f]{64}")
 
 
+def is_sha(name):
+    """Whether name has the form of a prior's name: a SHA-256 in 64 lowercase hex digits."""
+    return isinstance(name, str) and _SHA.fullmatch(name) is not None
+
+
 def preset_prior(preset):
     """The SHA-256 of ``preset``'s prior, or None when it has none."""
     sha = load_preset(preset, keep_prior=True).get("prior")
-    if sha is not None and not (isinstance(sha, str) and _SHA.fullmatch(sha)):
+    if sha is not None and not is_sha(sha):
         raise CheckpointError(f"preset {preset}: prior {sha!r} is not a SHA-256")
     return sha
 
@@ -35,7 +40,7 @@ def _file(sha):
 
 def shipped(sha):
     """Whether this installation holds the prior ``sha``."""
-    return isinstance(sha, str) and bool(_SHA.fullmatch(sha)) and _file(sha).is_file()
+    return is_sha(sha) and _file(sha).is_file()
 
 
 def load(sha, memlimit=None):

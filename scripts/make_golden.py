@@ -22,7 +22,6 @@ import dataclasses
 import gzip
 import hashlib
 import io
-import re
 import struct
 import sys
 import zlib
@@ -307,14 +306,9 @@ CASES = {
 LEVELS = {"level1": 1, "level2": 2, "level3": 3}  # mix.level of the context models alone
 
 
-def is_sha(prior):
-    """Whether a case's "prior" is a SHA-256 itself (else it names a preset)."""
-    return re.fullmatch(r"[0-9a-f]{64}", prior) is not None
-
-
 def prior_sha(prior):
     """The SHA-256 a case's "prior" names: itself, or its preset's prior."""
-    return prior if is_sha(prior) else priors.preset_prior(prior)
+    return prior if priors.is_sha(prior) else priors.preset_prior(prior)
 
 
 def settings_of(model, train, options):
@@ -344,7 +338,7 @@ def compress_case(data, settings, options):
         return mambazip.compress(data, settings)
     out = io.BytesIO()
     prior = None
-    if "prior" in options and is_sha(options["prior"]):
+    if "prior" in options and priors.is_sha(options["prior"]):
         prior = priors.load(options["prior"])
     elif "prior" in options:
         prior = plan.prior_for(options["prior"], settings)

@@ -106,6 +106,15 @@ def test_a_missing_prior_is_one_clear_line(run_cli, models):
     assert sha in line and "install that release" in line and "--model" in line
 
 
+def test_a_prior_name_is_64_lowercase_hex_digits():
+    """A prior is named by its SHA-256 spelled as hashlib spells it; a preset name, another
+    spelling or another type is not a prior's name."""
+    digest = hashlib.sha256(b"any bytes").hexdigest()
+    assert priors.is_sha(digest)
+    for name in (digest.upper(), digest[:-1], digest + "0", "default", " " + digest, None, 7):
+        assert not priors.is_sha(name)
+
+
 def test_the_prior_is_found_through_a_folder_that_joins_one_name_at_a_time(models, monkeypatch):
     """An installed package's data folder can be a Traversable whose joinpath takes one name
     (a MultiplexedPath on Python 3.11): the prior is found through one all the same."""

@@ -27,16 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_predictor import parse_value  # sibling script: the --set values
+
 CHUNK = 4096
-
-
-def parse_value(text):
-    """true/false, an integer, or names joined by "+" (contexts=word3+column)."""
-    if text in ("true", "false"):
-        return text == "true"
-    if not text.lstrip("-").isdigit():
-        return tuple(name for name in text.split("+") if name)
-    return int(text)
 
 
 def write_perf_map(path):

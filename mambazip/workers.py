@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import re
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from . import container, signals
 from .errors import MambazipError
 
 POLL_SECONDS = 0.2  # how often a waiting parent looks for signals
+ABORT_SECONDS = 2.0  # how long an ending pool may take before its workers are killed
 
 _job = None  # a worker process's FrameJob, set when it starts
 
@@ -98,7 +100,20 @@ class Processes:
         self.pool.join()
 
     def abort(self):
-        self.pool.terminate()
+        """End the pool now. A worker killed while it waited for a task died holding the task
+        queue's lock, and ``Pool.terminate`` waits for that lock before it ends the workers:
+        forever (found by a clean-clone CI run). So it gets ABORT_SECONDS in a thread of
+        its own, then the workers are killed here."""
+        ending = threading.Thread(target=self.pool.terminate, daemon=True)
+        ending.start()
+        ending.join(ABORT_SECONDS)
+        if ending.is_alive():
+            left = list(self.pool._pool) + self.started
+            for process in left:
+                process.kill()
+            for process in left:
+                process.join(ABORT_SECONDS)
+            return
         self.pool.join()
 
 

@@ -440,6 +440,27 @@ def test_a_worker_that_dies_is_one_line_not_a_hang(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
 
 
+def test_a_pool_ends_after_its_idle_workers_were_killed(tmp_path):
+    """Found by a clean-clone CI run: a worker killed while it waited for a task died holding
+    the task queue's lock, and ending the pool (Pool.terminate) waited for it forever."""
+    script = (
+        "import os, signal\n"
+        "from mambazip import workers\n"
+        "if __name__ == '__main__':\n"
+        "    pool = workers.Processes(None, 2)\n"
+        "    pool.pool.apply_async(os.getpid).get(60)\n"
+        "    for process in pool.started:\n"
+        "        os.kill(process.pid, signal.SIGKILL)\n"
+        "    pool.abort()\n"
+        "    print(sum(process.is_alive() for process in pool.started))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == b"0"
+
+
 def test_a_version_4_stream_with_no_frames_is_refused(settings):
     """The writer codes an empty input as the empty stream of version 3, never so."""
     out = io.BytesIO()

@@ -6,23 +6,32 @@ branches; ``cache=True`` so that a run after the first loads the compiled code; 
 so that an overlapped update (kernels/segment.py) runs on its thread while the coding
 thread is in compiled code, not only when Python's switch interval passes the lock on.
 
-The Mamba's kernels (``kernels/``) return and build array views, which need Numba's
-reference counting (NRT). The predictor's kernels allocate nothing and take arrays allocated
-once in Python, so they compile without it (``_nrt=False``), its per-byte drivers too (they
-carve the named views out of the flat buffers: a view of an array the caller holds needs no
-count of its own). With NRT, every call from compiled code increments and decrements the
-count of each array it passes (atomic operations): in the per-node helpers that was two
-thirds of the predictor's run time, and with the drivers still counted a further fifth of
-the context side's (fast preset, enwik6: 42-44 -> 26-28 µs/byte, 2026-12-06,
-scripts/profile_predictor.py).
+Kernels compile without Numba's reference counting (NRT, ``_nrt=False``): with it, every
+call from compiled code and every view (a row ``Wt[c]``, a named view of a flat buffer)
+increments and decrements the count of its array with atomic operations. In the
+predictor's per-node helpers that was two thirds of the run time, and in the Mamba's step
+about a tenth (scripts/profile_predictor.py, 2026-12-06). A kernel allocates nothing and
+returns no array to Python: the arrays it works on are allocated once in Python, and a view
+of an array its caller holds needs no count of its own. ``copy_into`` (kernels/views.py)
+stands in for ``dst[...] = src``, which allocates when the two may overlap.
+
+``jit``, with NRT, is for the few functions that allocate (once per segment, not per
+byte) and for those that hand arrays to Python. Its ``_nrt=True`` is explicit because Numba
+lets a callee that does not set it inherit its caller's: called from a kernel, an
+allocating function would otherwise compile without NRT and fail. The named views of the
+parameters, activations and segment buffers are built by one inlined body each and come in
+two forms: ``weight_views`` (a kernel, for kernels) and ``weight_views_py`` (counted, for
+Python: the array handed to Python keeps its buffer alive; a kernel's view handed to
+Python would be its whole buffer). A counted function must not call the kernel form: it
+would count down a reference that was never counted up.
 """
 
 from numba import njit
 
-# The Mamba's kernels, and the small ones inlined into them.
-jit = njit(cache=True, error_model="numpy", nogil=True)
+# Allocating functions and those that hand arrays to Python.
+jit = njit(cache=True, error_model="numpy", nogil=True, _nrt=True)
 jit_inline = njit(cache=True, error_model="numpy", nogil=True, inline="always")
 
-# The predictor's per-node kernels and per-byte drivers.
+# Everything on the per-byte path, the Mamba's and the predictor's.
 kernel = njit(cache=True, error_model="numpy", nogil=True, _nrt=False)
 kernel_inline = njit(cache=True, error_model="numpy", nogil=True, _nrt=False, inline="always")

@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .kernels.forward import a_from_log, acts_size, acts_views
-from .kernels.layout import N_TENSORS, weight_views
+from .kernels.forward import a_from_log, acts_size, acts_views_py
+from .kernels.layout import N_TENSORS, weight_views_py
 from .kernels.segment import (
     N_PLAN,
     P_BPTT,
@@ -30,7 +30,7 @@ from .kernels.segment import (
     segment_forward,
     segment_sizes,
     segment_update,
-    segment_views,
+    segment_views_py,
 )
 from .kernels.step import (
     C_BYTES,
@@ -108,14 +108,15 @@ class Model:
         self.conv_state = np.zeros((L, K, E), dtype=f32)
         self.ssm_state = np.zeros((L, E, N), dtype=f32)
         self.A = np.empty((L, E, N), dtype=f32)
-        a_from_log(self.A, weight_views(params.flat, params.offsets, self.dims).A_log)
+        a_from_log(self.A, weight_views_py(params.flat, params.offsets, self.dims).A_log)
         self.counters = np.zeros(N_COUNTERS, dtype=np.int64)
         self.counters[C_POS] = K - 1  # so that the first input lands in slot 0
         self.work = np.zeros(acts_size(self.dims), dtype=f32)
-        self.acts = acts_views(self.work, self.dims)
+        self.acts = acts_views_py(self.work, self.dims)
         # bptt=1 scratch: the state gradients and deferred terms of a one-token segment.
         one = self.new_segment(1, 1)[0]
         self.dssm, self.dpend, self.dfr = one.dssm, one.dpend, one.dfr
+        self.token = np.zeros(2, dtype=np.int64)
 
     @property
     def probs(self):
@@ -153,7 +154,7 @@ class Model:
         n_ints, n_floats = segment_sizes(self.dims, bptt, chunk, history)
         ints = np.zeros(n_ints, dtype=np.int64)
         floats = np.zeros(n_floats, dtype=f32)
-        return segment_views(ints, floats, self.dims, bptt, chunk, history), ints, floats
+        return segment_views_py(ints, floats, self.dims, bptt, chunk, history), ints, floats
 
     def segment_gradient(self, inputs, targets, chunk=None):
         """Gradient of the mean of -log p(targets[t]) over forwards of ``inputs`` from the
@@ -280,7 +281,7 @@ class OnlineLearner:
         if self.seg is None:
             return self.model.probs
         newest = (self.model.counters[C_SEG] - 1) % self.seg.work.shape[0]
-        return acts_views(self.seg.work[newest], self.model.dims).probs
+        return acts_views_py(self.seg.work[newest], self.model.dims).probs
 
     def advance(self, data):
         """Run the loop over ``data`` (uint8 array). Returns (freqs, p): freqs (n, V) int32,
@@ -327,7 +328,7 @@ class OnlineLearner:
             run_bytes(
                 m.params.flat, m.A, self.grad, self.adam_m, self.adam_v, m.params.offsets,
                 self.need, self.ranges, self.lrs, m.dims, m.hyper, m.conv_state, m.ssm_state,
-                m.counters, m.work, m.dssm, m.dpend, m.dfr, data, freqs, pdfs, p,
+                m.counters, m.work, m.dssm, m.dpend, m.dfr, m.token, data, freqs, pdfs, p,
             )  # fmt: skip
         else:
             run_segments(

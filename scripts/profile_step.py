@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from numba import njit
 
 from mambazip.config import resolve_settings
+from mambazip.jit import kernel
 from mambazip.kernels.backward import flush_weight_grads
 from mambazip.kernels.forward import model_rerun
 from mambazip.kernels.layout import DIM_R, DIM_TIED, weight_views
@@ -50,14 +50,14 @@ from mambazip.model import OnlineLearner
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "corpus"
 
 
-@njit
+@kernel
 def _forwards(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, data, reps):
     for i in range(reps):
         forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work,
                      data[i % data.shape[0]])  # fmt: skip
 
 
-@njit
+@kernel
 def _fill(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, data):
     counters[C_SEG] = 0
     for t in range(seg.inputs.shape[0]):
@@ -66,7 +66,7 @@ def _fill(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, dat
         seg.targets[t] = data[t + 1]
 
 
-@njit
+@kernel
 def _backwards(theta, A, grad, offs, need, dims, seg, reps):
     n = seg.inputs.shape[0]
     scale = np.float32(1.0 / n)
@@ -77,14 +77,14 @@ def _backwards(theta, A, grad, offs, need, dims, seg, reps):
                         scale, True, seg.dssm, seg.dpend, seg.dfr)  # fmt: skip
 
 
-@njit
+@kernel
 def _flushes(grad, offs, dims, seg, need, reps):
     for _ in range(reps):
         flush_weight_grads(weight_views(grad, offs, dims), seg.dfr, seg.inputs.shape[0],
                            seg.inputs, need, dims[DIM_TIED] != 0)  # fmt: skip
 
 
-@njit
+@kernel
 def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, seg, scratch, reps):
     W = weight_views(theta, offs, dims)
     for _ in range(reps):
@@ -94,7 +94,7 @@ def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, seg, scratch
                     np.float32(hyper[H_EPS]))  # fmt: skip
 
 
-@njit
+@kernel
 def _updates(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper, counters,
              reps):  # fmt: skip
     for _ in range(reps):

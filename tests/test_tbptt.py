@@ -218,7 +218,7 @@ def test_rerun_layer_by_layer_leaves_the_state_of_one_forward_per_byte():
     for bit, that feeding the same bytes one at a time gives, with two layers and a ring
     buffer that wraps."""
     from mambazip.kernels.forward import model_rerun
-    from mambazip.kernels.layout import weight_views
+    from mambazip.kernels.layout import weight_views_py
     from mambazip.kernels.step import C_POS
 
     one_by_one = _model("k3-nobias-tied")
@@ -226,7 +226,7 @@ def test_rerun_layer_by_layer_leaves_the_state_of_one_forward_per_byte():
     inputs = np.frombuffer(BYTES[PREFIX:], dtype=np.uint8).astype(np.int64)
     for b in inputs:
         one_by_one.forward(int(b))
-    W = weight_views(rerun.params.flat, rerun.params.offsets, rerun.dims)
+    W = weight_views_py(rerun.params.flat, rerun.params.offsets, rerun.dims)
     scratch = np.zeros(4096, dtype=np.float32)
     pos = model_rerun(
         W, rerun.A, rerun.conv_state, rerun.ssm_state, rerun.counters[C_POS], inputs, scratch,

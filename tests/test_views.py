@@ -1,15 +1,27 @@
-"""kernels.views.carve: a shaped view into a flat buffer, as slicing and reshaping would give."""
+"""kernels.views: carve, a shaped view into a flat buffer, as slicing and reshaping would give;
+copy_into, an array assignment without reference counting."""
 
 import numpy as np
 import pytest
 from numba import njit
 
-from mambazip.kernels.views import carve
+from mambazip.jit import kernel
+from mambazip.kernels.views import carve, copy_into
 
 
 @njit(cache=True)
 def _carve_2d(flat, start, rows, cols):
     return carve(flat, start, (rows, cols))
+
+
+@kernel
+def _copy_rows(a, dst, src):
+    copy_into(a[dst : dst + 3], a[src : src + 3])
+
+
+@kernel
+def _copy(dst, src):
+    copy_into(dst, src)
 
 
 @njit(cache=True)
@@ -46,3 +58,24 @@ def test_carve_of_a_read_only_buffer_is_read_only():
     flat = np.zeros(6, dtype=np.float32)
     flat.setflags(write=False)
     assert not _carve_2d(flat, 0, 2, 3).flags.writeable
+
+
+def test_copy_into_copies_every_element():
+    src = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    dst = np.zeros_like(src)
+    _copy(dst, src)
+    assert np.array_equal(dst, src)
+
+
+@pytest.mark.parametrize("dst, src", [(0, 2), (2, 0)])
+def test_copy_into_overlapping_rows_is_numpys_assignment(dst, src):
+    a = np.arange(10, dtype=np.int64)
+    expected = a.copy()
+    expected[dst : dst + 3] = expected[src : src + 3]
+    _copy_rows(a, dst, src)
+    assert np.array_equal(a, expected)
+
+
+def test_copy_into_refuses_arrays_of_other_shapes():
+    with pytest.raises(ValueError):
+        _copy(np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32))

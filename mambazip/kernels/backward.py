@@ -28,7 +28,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..jit import jit
+from ..jit import kernel
 from .detmath import sigmoid32
 from .forward import acts_views
 from .layout import (
@@ -58,6 +58,7 @@ from .layout import (
 )
 from .linalg import matvec_t_acc, matvec_t_rows, outer_acc_rows
 from .scan import scan_backward_pass
+from .views import copy_into
 
 f32 = np.float32
 
@@ -87,19 +88,19 @@ Deferred = namedtuple(
 )
 
 
-@jit
+@kernel
 def linear_terms(db, x_row, dy, x, need_w, need_b):
     """One token's weight and bias terms of y = b + x @ Wt: with ``need_w`` x (n_in,) is
     saved to x_row for ``flush_weight_grads`` (dy (n_out,) already is a Deferred row); with
     ``need_b`` db += dy. Tokens come newest first, the order of the bias sums."""
     if need_w:
-        x_row[:] = x
+        copy_into(x_row, x)
     if need_b:
         for o in range(dy.shape[0]):
             db[o] += dy[o]
 
 
-@jit
+@kernel
 def rmsnorm_backward(dx, dweight, dout, x, weight, rstd, need_w):
     """Forward was out = (x * rstd) * w with rstd = (mean(x^2) + eps)^-1/2, so
     d rstd / dx_j = -rstd^3 x_j / D and, with xh = x rstd and g = dout * w,
@@ -116,7 +117,7 @@ def rmsnorm_backward(dx, dweight, dout, x, weight, rstd, need_w):
         dx[d] += rstd * (dout[d] * weight[d] - xh * mean_dot)
 
 
-@jit
+@kernel
 def gate_backward(dy, dz, dyg, y, z):
     """Forward was yg = y * z sig(z); SiLU'(z) = sig(z) (1 + z (1 - sig(z)))."""
     for e in range(y.shape[0]):
@@ -125,7 +126,7 @@ def gate_backward(dy, dz, dyg, y, z):
         dz[e] = dyg[e] * y[e] * (s * (f32(1.0) + z[e] * (f32(1.0) - s)))
 
 
-@jit
+@kernel
 def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_prev, D_skip,
                  need, carry):  # fmt: skip
     """Gradient of one selective-scan step (see forward.ssm_forward).
@@ -156,7 +157,7 @@ def ssm_backward(du, ddt, dB, dC, dA_log, dD, dssm, dy, u, dt, B, C, A, dA, ssm_
                        D_skip, need, carry)  # fmt: skip
 
 
-@jit
+@kernel
 def conv_backward(dxin, dconv_w, dconv_b, dpend, dxc, conv_in, conv_w, need_w, need_b, carry):
     """Forward was xc = b + Σ_k w[k] * conv_in[k], conv_in (K, E) oldest first; this token's
     input is conv_in[K-1], so dxin (E,) = dxc * w[K-1] (overwritten). With ``carry`` the
@@ -183,7 +184,7 @@ def conv_backward(dxin, dconv_w, dconv_b, dpend, dxc, conv_in, conv_w, need_w, n
         dpend[0, e] = f32(0.0)
 
 
-@jit
+@kernel
 def head_backward(G, dfr, work, dims, W, targets, need, scale):
     """From the pdfs to the residual stream after the last layer, for the n tokens of
     ``targets`` (n,) (a negative target: no loss at that token): dfr.emb_dx[:n] (n, D) =
@@ -215,7 +216,7 @@ def head_backward(G, dfr, work, dims, W, targets, need, scale):
         rmsnorm_backward(dx[t], G.norm_f, dh[t], act.x_f, W.norm_f, act.rstd_f[0], need[NORM_F])
 
 
-@jit
+@kernel
 def mixer_backward(G, dfr, work, dims, n, l, W, A, need, carry, dssm, dpend):
     """Gradient through layer l's mixer and norm for the n tokens of a chunk, tokens newest
     first wherever they meet (the state carries, the gradient sums).
@@ -224,7 +225,7 @@ def mixer_backward(G, dfr, work, dims, n, l, W, A, need, carry, dssm, dpend):
     E, N, R = dims[DIM_E], dims[DIM_N], dims[DIM_R]
     dx = dfr.emb_dx
     dout = dfr.out_dy[l, :n]
-    dout[...] = dx[:n]
+    copy_into(dout, dx[:n])
     for t in range(n - 1, -1, -1):
         act = acts_views(work[t], dims)
         linear_terms(G.out_proj_bias[l], dfr.out_x[l, t], dout[t], act.yg[l], need[OUT_PROJ],
@@ -275,7 +276,7 @@ def mixer_backward(G, dfr, work, dims, n, l, W, A, need, carry, dssm, dpend):
         rmsnorm_backward(dx[t], G.norm[l], dh[t], act.x_in[l], W.norm[l], act.rstd[l], need[NORM])
 
 
-@jit
+@kernel
 def chunk_backward(G, W, A, work, dims, inputs, targets, need, scale, carry, dssm, dpend, dfr):
     """Accumulate into G the gradient of -scale * Σ_t log probs_t[targets[t]] over the
     forwards of inputs (n,) saved in work[:n] (n, acts_size), oldest first: the head for all
@@ -290,7 +291,7 @@ def chunk_backward(G, W, A, work, dims, inputs, targets, need, scale, carry, dss
     flush_weight_grads(G, dfr, n, inputs, need, dims[DIM_TIED] != 0)
 
 
-@jit
+@kernel
 def flush_weight_grads(G, dfr, n, inputs, need, tied):
     """Add the deferred terms of tokens 0..n-1 (rows of ``dfr``; ``inputs`` (n,) their input
     bytes) to the weight gradients, newest first. With tied embeddings the head and the

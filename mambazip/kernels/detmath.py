@@ -16,7 +16,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..jit import jit, jit_inline
+from ..jit import kernel, kernel_inline
 
 f32 = np.float32
 
@@ -49,7 +49,7 @@ def _float32_as_int32(typingctx, value):
     return sig, codegen
 
 
-@jit_inline
+@kernel_inline
 def exp32(x):
     """e^x in float32: x = k ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor polynomial
     (truncation error r^8/8! < 6e-9, below float32 resolution), times 2^k built from bits.
@@ -82,7 +82,7 @@ def exp32(x):
     return result
 
 
-@jit_inline
+@kernel_inline
 def _atanh_series_x2(s):
     """2 * atanh(s) = log((1 + s) / (1 - s)) for |s| <= 1/3, by its odd Taylor series to s^13
     (remainder < 6e-9 at s = 1/3)."""
@@ -97,7 +97,7 @@ def _atanh_series_x2(s):
     return f32(2.0) * s * p
 
 
-@jit_inline
+@kernel_inline
 def log32(x):
     """Natural log of a positive normal float32: x = m 2^e with m in [sqrt(1/2), sqrt(2)),
     log m = 2 atanh((m - 1) / (m + 1)). Returns -inf for 0 and nan for negatives."""
@@ -117,14 +117,14 @@ def log32(x):
     return ef * LN2_HI + (_atanh_series_x2(s) + ef * LN2_LO)
 
 
-@jit_inline
+@kernel_inline
 def log1p_unit32(u):
     """log(1 + u) for u in [0, 1], accurate also for tiny u (no cancellation)."""
     u = f32(u)
     return _atanh_series_x2(u / (f32(2.0) + u))
 
 
-@jit_inline
+@kernel_inline
 def softplus32(x):
     """log(1 + e^x) = max(x, 0) + log(1 + e^-|x|): no overflow, no cancellation."""
     x = f32(x)
@@ -133,19 +133,19 @@ def softplus32(x):
     return pos + log1p_unit32(exp32(-ax))
 
 
-@jit_inline
+@kernel_inline
 def sigmoid32(x):
     x = f32(x)
     return f32(1.0) / (f32(1.0) + exp32(-x))
 
 
-@jit_inline
+@kernel_inline
 def silu32(x):
     x = f32(x)
     return x * sigmoid32(x)
 
 
-@jit
+@kernel
 def softmax32(probs, logits):
     """probs (V,) = softmax(logits (V,)); max, exponentials and their sum in index order."""
     V = logits.shape[0]
@@ -164,31 +164,31 @@ def softmax32(probs, logits):
         probs[v] = probs[v] * inv_total
 
 
-@jit
+@kernel
 def apply_exp32(out, x):
     for i in range(x.size):
         out.flat[i] = exp32(x.flat[i])
 
 
-@jit
+@kernel
 def apply_log32(out, x):
     for i in range(x.size):
         out.flat[i] = log32(x.flat[i])
 
 
-@jit
+@kernel
 def apply_softplus32(out, x):
     for i in range(x.size):
         out.flat[i] = softplus32(x.flat[i])
 
 
-@jit
+@kernel
 def apply_sigmoid32(out, x):
     for i in range(x.size):
         out.flat[i] = sigmoid32(x.flat[i])
 
 
-@jit
+@kernel
 def apply_silu32(out, x):
     for i in range(x.size):
         out.flat[i] = silu32(x.flat[i])

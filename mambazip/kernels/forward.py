@@ -16,7 +16,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..jit import jit, jit_inline
+from ..jit import jit, jit_inline, kernel, kernel_inline
 from .detmath import exp32, silu32, softmax32, softplus32
 from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_V
 from .linalg import matvec, matvec_rows
@@ -52,7 +52,7 @@ Acts = namedtuple(
 )
 
 
-@jit
+@kernel
 def acts_size(dims):
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
     K, L = dims[DIM_K], dims[DIM_L]
@@ -61,8 +61,8 @@ def acts_size(dims):
     return L * per_layer + 3 * D + 1 + 2 * V
 
 
-@jit
-def acts_views(work, dims):
+@jit_inline
+def _acts(work, dims):
     """Views of the float32 workspace ``work`` (size ``acts_size(dims)``) as ``Acts``."""
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
     K, L = dims[DIM_K], dims[DIM_L]
@@ -113,7 +113,19 @@ def acts_views(work, dims):
     )  # fmt: skip
 
 
+@kernel
+def acts_views(work, dims):
+    """``_acts`` for kernels: views without reference counts (jit.py)."""
+    return _acts(work, dims)
+
+
 @jit
+def acts_views_py(work, dims):
+    """``_acts`` for Python: counted views, which keep work alive."""
+    return _acts(work, dims)
+
+
+@kernel
 def rmsnorm_forward(out, x, weight, eps):
     """out (D,) = x (D,) / sqrt(mean(x^2) + eps) * weight (D,); returns that 1/rms."""
     D = x.shape[0]
@@ -126,7 +138,7 @@ def rmsnorm_forward(out, x, weight, eps):
     return rstd
 
 
-@jit
+@kernel
 def conv_forward(xc, conv_in, conv_state, pos, xin, conv_w, conv_b):
     """Causal depthwise convolution of one new input.
 
@@ -145,19 +157,19 @@ def conv_forward(xc, conv_in, conv_state, pos, xin, conv_w, conv_b):
             xc[e] += conv_w[k, e] * conv_in[k, e]
 
 
-@jit
+@kernel
 def silu_forward(out, x):
     for i in range(x.shape[0]):
         out[i] = silu32(x[i])
 
 
-@jit
+@kernel
 def softplus_forward(out, x):
     for i in range(x.shape[0]):
         out[i] = softplus32(x[i])
 
 
-@jit
+@kernel
 def a_from_log(A, A_log):
     """A (L, E, N) = -exp(A_log (L, E, N)): the SSM's decay rates, trained in log space."""
     L, E, N = A.shape
@@ -167,7 +179,7 @@ def a_from_log(A, A_log):
                 A[l, e, n] = -exp32(A_log[l, e, n])
 
 
-@jit
+@kernel
 def ssm_forward(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
     """One step of the selective scan, discretised as in Mamba-1.
 
@@ -180,14 +192,14 @@ def ssm_forward(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
     scan_forward_pass(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip, True)
 
 
-@jit
+@kernel
 def ssm_advance(y, ssm, u, dt, B, C, A, D_skip):
     """``ssm_forward`` without saving dA and ssm_prev (the rerun's)."""
     _check_scan_arrays(y, ssm, ssm, ssm, u, dt, B, C, A, D_skip)
     scan_forward_pass(y, ssm, ssm, ssm, u, dt, B, C, A, D_skip, False)
 
 
-@jit
+@kernel
 def _check_scan_arrays(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
     """The vector IR of the scan reads the N states of a channel as contiguous vectors and
     trusts the shapes: a wrong call must raise, not read past an array or misread it."""
@@ -199,24 +211,24 @@ def _check_scan_arrays(y, ssm, dA, ssm_prev, u, dt, B, C, A, D_skip):
         raise ValueError("ssm scan: shapes that do not match, or N axes that are not contiguous")
 
 
-@jit_inline
+@kernel_inline
 def _rows_ok(rows, E, N):
     return rows.shape[0] == E and rows.shape[1] == N and (N < 2 or rows.strides[1] == 4)
 
 
-@jit_inline
+@kernel_inline
 def _states_ok(vector, N):
     return vector.shape[0] == N and (N < 2 or vector.strides[0] == 4)
 
 
-@jit
+@kernel
 def gate_forward(yg, y, z):
     """yg (E,) = y (E,) * SiLU(z (E,))."""
     for e in range(y.shape[0]):
         yg[e] = y[e] * silu32(z[e])
 
 
-@jit
+@kernel
 def mixer_forward(out, act, layer, W, A, conv_state, ssm_state, pos, R):
     """The Mamba mixer of one layer on act.h[layer] (D,); out (D,) = its output.
     A (L, E, N) = -exp(W.A_log)."""
@@ -239,7 +251,7 @@ def mixer_forward(out, act, layer, W, A, conv_state, ssm_state, pos, R):
     matvec(out, W.out_proj[l], act.yg[l], W.out_proj_bias[l])
 
 
-@jit
+@kernel
 def model_forward(act, W, A, conv_state, ssm_state, pos, byte, R, eps):
     """Advance the model by one input byte; act.probs (V,) becomes the next byte's pdf.
     A (L, E, N) = -exp(W.A_log), formed by ``a_from_log``; ``pos`` is the ring-buffer slot
@@ -259,7 +271,7 @@ def model_forward(act, W, A, conv_state, ssm_state, pos, byte, R, eps):
     softmax32(act.probs, act.logits)
 
 
-@jit
+@kernel
 def model_rerun(W, A, conv_state, ssm_state, pos, inputs, scratch, R, eps):
     """Advance the recurrent state by inputs (T,) without forming any pdf; returns the
     ring-buffer slot of the newest input (``pos`` is the slot before the first).

@@ -17,7 +17,7 @@ both Adam moments, so one offsets table describes all four buffers.
 
 from collections import namedtuple
 
-from ..jit import jit
+from ..jit import jit, jit_inline, kernel
 from .views import carve
 
 # Position of each stacked tensor in the offsets table (and in the flat buffer).
@@ -68,8 +68,8 @@ Weights = namedtuple(
 )
 
 
-@jit
-def weight_views(flat, offs, dims):
+@jit_inline
+def _weights(flat, offs, dims):
     """Views of ``flat`` (float32, 1-D) as a ``Weights`` tuple, shapes as listed above."""
     D = dims[DIM_D]
     E = dims[DIM_E]
@@ -100,3 +100,15 @@ def weight_views(flat, offs, dims):
         lm_head,
         carve(flat, offs[LM_HEAD_BIAS], (V,)),
     )
+
+
+@kernel
+def weight_views(flat, offs, dims):
+    """``_weights`` for kernels: views without reference counts (jit.py)."""
+    return _weights(flat, offs, dims)
+
+
+@jit
+def weight_views_py(flat, offs, dims):
+    """``_weights`` for Python: counted views, which keep flat alive."""
+    return _weights(flat, offs, dims)

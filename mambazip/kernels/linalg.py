@@ -34,7 +34,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..jit import jit
+from ..jit import jit, kernel
 from .simd import float_ptr, lanes_below, masked_load, masked_store, splat, vector_at
 
 f32 = np.float32
@@ -45,7 +45,7 @@ ROWS = 4  # rows per vector call in matvec_t_acc and matvec_t_rows: speed only, 
 TOKENS = 4  # tokens per vector call in matvec_t_rows: speed only, likewise
 
 
-@jit
+@kernel
 def matvec(y, Wt, x, bias):
     """y (n_out,) = bias (n_out,) + x (n_in,) @ Wt (n_in, n_out).
 
@@ -69,7 +69,7 @@ def matvec(y, Wt, x, bias):
         c += 1
 
 
-@jit
+@kernel
 def matvec_rows(Y, Wt, X, bias):
     """Y[t] = matvec of X[t] for every row t of X (T, n_in) into Y (T, n_out), each row with
     exactly the operations of ``matvec``. The four weight rows of a block are used for all T
@@ -225,7 +225,7 @@ _lane_dots_tokens = _make_lane_dots(1, TOKENS)
 _lane_dots_block = _make_lane_dots(ROWS, TOKENS)
 
 
-@jit
+@kernel
 def matvec_t_acc(dx, Wt, dy):
     """dx (n_in,) += Wt (n_in, n_out) @ dy (n_out,): the input gradient of ``matvec``.
 
@@ -248,7 +248,7 @@ def matvec_t_acc(dx, Wt, dy):
         c += 1
 
 
-@jit
+@kernel
 def matvec_t_rows(dX, Wt, dY):
     """dX[t] (n_in,) += Wt (n_in, n_out) @ dY[t] (n_out,) for every row t of dY (T, n_out):
     ``matvec_t_acc`` of T tokens, each dot product in the same 16-lane order. A block of
@@ -386,7 +386,7 @@ _outer_acc_row = _make_outer_acc(1)
 _outer_acc_block = _make_outer_acc(OUTER_ROWS)
 
 
-@jit
+@kernel
 def outer_acc_rows(dWt, X, dY, tied, emb_dx, inputs):
     """dWt (n_in, n_out) += Σ_t outer(X[t], dY[t]) over the n rows of X (n, n_in) and
     dY (n, n_out), newest (t = n-1) first: each element gets one chain of ``+=``,

@@ -11,12 +11,13 @@ All arithmetic is float32, element by element, so vectorisation cannot change a 
 
 import numpy as np
 
-from ..jit import jit, jit_inline
+from ..jit import kernel, kernel_inline
+from .views import copy_into
 
 f32 = np.float32
 
 
-@jit_inline
+@kernel_inline
 def _clipped(g, clip):
     if clip > f32(0.0):
         if g > clip:
@@ -26,19 +27,19 @@ def _clipped(g, clip):
     return g
 
 
-@jit
+@kernel
 def _copy_outside(src, theta, ranges):
     """theta = src outside the trainable ranges (sorted, disjoint), which no update writes."""
     if src.ctypes.data == theta.ctypes.data:
         return
     lo = 0
     for s in range(ranges.shape[0]):
-        theta[lo : ranges[s, 0]] = src[lo : ranges[s, 0]]
+        copy_into(theta[lo : ranges[s, 0]], src[lo : ranges[s, 0]])
         lo = ranges[s, 1]
-    theta[lo:] = src[lo:]
+    copy_into(theta[lo:], src[lo:])
 
 
-@jit
+@kernel
 def sgd_update(src, theta, grad, ranges, lrs, lr, clip):
     """theta = src - lr * clip(grad); grad = 0. lr, clip float32 (clip 0: none)."""
     _copy_outside(src, theta, ranges)
@@ -53,7 +54,7 @@ def sgd_update(src, theta, grad, ranges, lrs, lr, clip):
             g[i] = f32(0.0)
 
 
-@jit
+@kernel
 def adam_update(src, theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1, bc2, clip):
     """Adam with bias correction: bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for step t >= 1
     (bc2 = 1 under the beta2 warm-up of ``adam_beta2``).
@@ -85,7 +86,7 @@ def adam_update(src, theta, grad, m, v, ranges, lrs, lr, beta1, beta2, eps, bc1,
             gs[i] = f32(0.0)
 
 
-@jit
+@kernel
 def power(base, exponent):
     """base ** exponent for an integer exponent >= 0, by squaring in float64: the same bits
     everywhere, unlike libm's pow."""
@@ -100,7 +101,7 @@ def power(base, exponent):
     return result
 
 
-@jit
+@kernel
 def scheduled_lr(lr, step, warmup, decay):
     """Learning rate at ``step`` on the schedule's clock (bytes learned, this update's
     included: the same clock for every bptt): linear warm-up over ``warmup`` bytes, then
@@ -113,7 +114,7 @@ def scheduled_lr(lr, step, warmup, decay):
     return f32(rate)
 
 
-@jit
+@kernel
 def adam_beta2(beta2, step, warmup):
     """(beta2_t, bc2) of Adam step ``step`` >= 1, float64. Without ``warmup``: beta2 and
     1 - beta2^t. With it, v is the running mean of g^2 over the steps so far until that mean

@@ -54,7 +54,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..jit import jit
+from ..jit import jit, jit_inline, kernel
 from .backward import Deferred
 from .forward import acts_size, acts_views, model_rerun
 from .layout import DIM_D, DIM_E, DIM_K, DIM_L, DIM_N, DIM_R, DIM_V, weight_views
@@ -69,7 +69,7 @@ from .step import (
     forward_byte,
     optimizer_step,
 )
-from .views import carve
+from .views import carve, copy_into
 
 f32 = np.float32
 
@@ -84,7 +84,7 @@ Segment = namedtuple(
 N_PLAN = 10
 
 
-@jit
+@kernel
 def segment_sizes(dims, bptt, chunk, history=0):
     """(ints, floats): the lengths of the int64 and float32 buffers of a Segment of
     capacity ``bptt`` forwards with a history of ``history`` bytes."""
@@ -96,8 +96,8 @@ def segment_sizes(dims, bptt, chunk, history=0):
     return 2 * bptt + M + history + 1, floats
 
 
-@jit
-def segment_views(ints, floats, dims, bptt, chunk, history=0):
+@jit_inline
+def _segment(ints, floats, dims, bptt, chunk, history=0):
     """The Segment of ``bptt`` forwards replayed in chunks of ``chunk``, as views of its
     buffers ints (int64) and floats (float32), sized by ``segment_sizes``."""
     D, E, N, R, V = dims[DIM_D], dims[DIM_E], dims[DIM_N], dims[DIM_R], dims[DIM_V]
@@ -156,15 +156,27 @@ def segment_views(ints, floats, dims, bptt, chunk, history=0):
     )  # fmt: skip
 
 
+@kernel
+def segment_views(ints, floats, dims, bptt, chunk, history=0):
+    """``_segment`` for kernels: views without reference counts (jit.py)."""
+    return _segment(ints, floats, dims, bptt, chunk, history)
+
+
 @jit
+def segment_views_py(ints, floats, dims, bptt, chunk, history=0):
+    """``_segment`` for Python: counted views, which keep ints and floats alive."""
+    return _segment(ints, floats, dims, bptt, chunk, history)
+
+
+@kernel
 def segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, byte):
     """Feed ``byte`` as the next forward of the segment, saving what its backward needs."""
     t = counters[C_SEG]
     chunk = seg.work.shape[0]
     if t % chunk == 0:
         c = t // chunk
-        seg.ck_conv[c] = conv_state
-        seg.ck_ssm[c] = ssm_state
+        copy_into(seg.ck_conv[c], conv_state)
+        copy_into(seg.ck_ssm[c], ssm_state)
         seg.ck_pos[c] = counters[C_POS]
     forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters,
                  seg.work[t % chunk], byte)  # fmt: skip
@@ -172,14 +184,14 @@ def segment_forward(theta, A, offs, dims, hyper, conv_state, ssm_state, counters
     counters[C_SEG] = t + 1
 
 
-@jit
+@kernel
 def _restore(conv_state, ssm_state, counters, seg, c):
-    conv_state[...] = seg.ck_conv[c]
-    ssm_state[...] = seg.ck_ssm[c]
+    copy_into(conv_state, seg.ck_conv[c])
+    copy_into(ssm_state, seg.ck_ssm[c])
     counters[C_POS] = seg.ck_pos[c]
 
 
-@jit
+@kernel
 def segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_state, counters,
                      seg, n_steps, n_loss, live):  # fmt: skip
     """grad += the gradient of the sum of -log p(target) over the segment's first
@@ -204,7 +216,7 @@ def segment_backward(theta, A, grad, offs, need, dims, hyper, conv_state, ssm_st
                         seg.targets[lo:hi], scale, True, seg.dssm, seg.dpend, seg.dfr)  # fmt: skip
 
 
-@jit
+@kernel
 def _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_steps):
     """Run the segment's first ``n_steps`` inputs again from its start state with the
     current weights, saving the state at the start of each chunk: the live state becomes
@@ -217,8 +229,8 @@ def _rerun(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, seg, n_
     for lo in range(0, n_steps, chunk):
         c = lo // chunk
         if c > 0:  # chunk 0 starts from the state just restored from its save
-            seg.ck_conv[c] = conv_state
-            seg.ck_ssm[c] = ssm_state
+            copy_into(seg.ck_conv[c], conv_state)
+            copy_into(seg.ck_ssm[c], ssm_state)
             seg.ck_pos[c] = counters[C_POS]
         counters[C_POS] = model_rerun(
             W, A, conv_state, ssm_state, counters[C_POS], seg.inputs[lo : min(lo + chunk, n_steps)],
@@ -265,7 +277,7 @@ def segment_update(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims
     counters[C_SEG] = 0
 
 
-@jit
+@kernel
 def window_at(plan, learned):
     """The bytes an update learns after ``learned`` bytes: the horizon, or with a
     curriculum bptt more every ``curriculum`` bytes, up to the horizon."""
@@ -278,7 +290,7 @@ def window_at(plan, learned):
     return bptt * (1 + grown)
 
 
-@jit
+@kernel
 def _slide(seg, n_steps, keep):
     """Drop the segment's oldest n_steps - keep forwards (whole chunks), keeping the
     newest ``keep`` with their saved start states, their targets marked learned (-1): the
@@ -289,8 +301,8 @@ def _slide(seg, n_steps, keep):
         seg.targets[t] = -1
     chunk = seg.work.shape[0]
     for c in range(keep // chunk):
-        seg.ck_conv[c] = seg.ck_conv[c + drop // chunk]
-        seg.ck_ssm[c] = seg.ck_ssm[c + drop // chunk]
+        copy_into(seg.ck_conv[c], seg.ck_conv[c + drop // chunk])
+        copy_into(seg.ck_ssm[c], seg.ck_ssm[c + drop // chunk])
         seg.ck_pos[c] = seg.ck_pos[c + drop // chunk]
 
 
@@ -334,7 +346,7 @@ def replay(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
     counters[C_POS], counters[C_LAST_INPUT], counters[C_SEG] = live_pos, live_input, live_seg
 
 
-@jit
+@kernel
 def run_segments(
     theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
     conv_state, ssm_state, counters, seg_ints, seg_floats, rep_ints, rep_floats, plan, data,
@@ -394,7 +406,7 @@ def run_segments(
     return data.shape[0]
 
 
-@jit
+@kernel
 def overlap_update(theta, A, newest, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                    conv_scratch, ssm_scratch, counters, scratch_counters, seg_ints, seg_floats,
                    plan, n_steps, live):  # fmt: skip

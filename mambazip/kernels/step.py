@@ -8,12 +8,12 @@ import math
 
 import numpy as np
 
-from ..jit import jit
+from ..jit import kernel
 from .backward import chunk_backward
 from .forward import a_from_log, acts_views, model_forward
 from .layout import A_LOG, DIM_K, DIM_R, weight_views
 from .optim import adam_beta2, adam_update, power, scheduled_lr, sgd_update
-from .views import carve
+from .views import carve, copy_into
 
 f32 = np.float32
 
@@ -33,7 +33,7 @@ C_POS, C_STEP, C_LAST_INPUT, C_BYTES, C_SEG = range(5)
 N_COUNTERS = 5
 
 
-@jit
+@kernel
 def quantize(freq, probs):
     """Integer frequencies (V,) summing to FREQ_TOTAL, each >= 1, from probs (V,).
 
@@ -65,18 +65,18 @@ def quantize(freq, probs):
         freq[0] += FREQ_TOTAL - (FREQ_TOTAL // V) * V
 
 
-@jit
+@kernel
 def emit_pdf(freqs, pdfs, row, probs):
     """Hand out the pdf probs (V,) of the next byte as row ``row``: quantized into freqs
     (rows, V) int32 for coding, or, when pdfs (rows, V) float32 has rows, copied there for a
     predictor that mixes it with other parts (freqs is then not touched)."""
     if pdfs.shape[0] > 0:
-        pdfs[row, :] = probs
+        copy_into(pdfs[row], probs)
     else:
         quantize(freqs[row], probs)
 
 
-@jit
+@kernel
 def optimizer_step(src, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                    counters, clock):  # fmt: skip
     """One update from the accumulated ``grad`` of the weights in ``src`` into ``theta``
@@ -103,7 +103,7 @@ def optimizer_step(src, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs,
         a_from_log(A, weight_views(theta, offs, dims).A_log)
 
 
-@jit
+@kernel
 def forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, work, byte):
     """Advance the state by ``byte``; the next byte's pdf is left in the workspace.
     A (L, E, N) = -exp(A_log) of ``theta``."""
@@ -115,7 +115,7 @@ def forward_byte(theta, A, offs, dims, hyper, conv_state, ssm_state, counters, w
     model_forward(act, W, A, conv_state, ssm_state, pos, byte, dims[DIM_R], f32(hyper[H_EPS]))
 
 
-@jit
+@kernel
 def backward_tokens(theta, A, grad, offs, need, dims, work, inputs, targets, scale, carry, dssm,
                     dpend, dfr):  # fmt: skip
     """Accumulate into ``grad`` the gradient of -scale Σ_t log p_t(targets[t]) of the forwards
@@ -125,10 +125,10 @@ def backward_tokens(theta, A, grad, offs, need, dims, work, inputs, targets, sca
                    inputs, targets, need, scale, carry, dssm, dpend, dfr)  # fmt: skip
 
 
-@jit
+@kernel
 def run_bytes(
     theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
-    conv_state, ssm_state, counters, work, dssm, dpend, dfr, data, freqs, pdfs, p_coded,
+    conv_state, ssm_state, counters, work, dssm, dpend, dfr, token, data, freqs, pdfs, p_coded,
 ):  # fmt: skip
     """The online loop over data (n,) uint8, from a primed model.
 
@@ -136,11 +136,11 @@ def run_bytes(
     optimizer step, unless the optimizer is none); feed b; row i + 1 = the pdf of the byte
     after it, quantized into freqs (n + 1, V) int32 or, when pdfs (n + 1, V) float32 is given
     (has rows), copied there (``emit_pdf``); row 0 untouched (the caller's current pdf).
+    token (2,) int64 is scratch: the input and the target of the saved forward.
     """
     act = acts_views(work, dims)
     learn = int(hyper[H_OPTIMIZER]) != OPT_NONE and ranges.shape[0] > 0
     saved = carve(work, 0, (1, work.shape[0]))
-    token = np.empty(2, dtype=np.int64)  # the input and the target of the saved forward
     for i in range(data.shape[0]):
         b = data[i]
         p_coded[i] = act.probs[b]

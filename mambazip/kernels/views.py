@@ -1,8 +1,13 @@
-"""Shaped views of a flat buffer, built without Numba's general reshape.
+"""Shaped views of a flat buffer, built without Numba's general reshape, and the copy of one
+array into another, both without Numba's reference counting (NRT).
 
 ``arr[o : o + n].reshape(shape)`` calls a C helper for every reshape; the named views of the
 parameters and of the activations are built several times per byte, and those calls cost
 more than some of the layers. ``carve`` forms the C-contiguous view directly.
+
+``dst[...] = src`` between arrays needs NRT (Numba allocates a temporary copy when the two
+may overlap), which the kernels compile without (jit.py); ``copy_into`` moves the bytes with
+memmove, which is correct for overlapping arrays too.
 """
 
 from numba import types
@@ -70,3 +75,38 @@ def carve(flat, start, shape):
     if start < 0 or size < 0 or start + size > flat.shape[0]:
         raise IndexError("carve: view out of bounds")
     return _carve_unchecked(flat, start, shape)
+
+
+@intrinsic
+def _copy_unchecked(typingctx, dst, src):
+    """Move src's elements into dst, C-contiguous arrays of one dtype and size (the caller
+    checks the shapes)."""
+    ok = (
+        isinstance(dst, types.Array)
+        and isinstance(src, types.Array)
+        and dst.layout == "C"
+        and src.layout == "C"
+        and dst.dtype == src.dtype
+        and dst.ndim == src.ndim
+        and dst.mutable
+    )
+    if not ok:
+        return None
+    sig = types.void(dst, src)
+
+    def codegen(context, builder, signature, args):
+        dst_ary = make_array(signature.args[0])(context, builder, args[0])
+        src_ary = make_array(signature.args[1])(context, builder, args[1])
+        itemsize = context.get_abi_sizeof(context.get_data_type(signature.args[0].dtype))
+        cgutils.raw_memmove(builder, dst_ary.data, src_ary.data, dst_ary.nitems, itemsize)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@jit_inline
+def copy_into(dst, src):
+    """dst[...] = src for C-contiguous arrays of the same shape and dtype."""
+    if dst.shape != src.shape:
+        raise ValueError("copy_into: shapes differ")
+    _copy_unchecked(dst, src)

@@ -189,7 +189,8 @@ def _code(predictor, data, stats, observer, tables=None):
         shares = None
         if observer.trust and predictor.context is not None:
             shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
-        freqs, p = predictor.advance(chunk, trust=shares)
+        after = data[i + CHUNK : i + 2 * CHUNK]
+        freqs, p = predictor.advance(chunk, trust=shares, then=after if after.size else None)
         if predictor.nibbles:
             symbols, rows = nibbles_of(chunk), freqs.reshape(-1, 16)
         else:
@@ -303,8 +304,10 @@ def decode_blocks(blocks, dst, make_predictor, observer=SILENT, check_segment=No
         elif isinstance(payload, bytes):
             predictor = predictor or make_predictor()
             block = payload
+            stored = np.frombuffer(block, dtype=np.uint8)
             for i in range(0, n_bytes, CHUNK):
-                predictor.advance(np.frombuffer(block, dtype=np.uint8)[i : i + CHUNK])
+                after = stored[i + CHUNK : i + 2 * CHUNK]
+                predictor.advance(stored[i : i + CHUNK], then=after if after.size else None)
                 watch.progress(min(CHUNK, n_bytes - i), 0.0)
         else:
             predictor = predictor or make_predictor()

@@ -6,7 +6,15 @@ Both sides run the same calls: ``advance`` over a chunk when the bytes are known
 encoder, and the decoder on a stored block), ``advance_byte`` once per decoded byte. The
 Mamba's pdf of a byte depends only on the bytes before it, so over a chunk the Mamba runs
 first and the mixer then takes its pdfs row by row, exactly as it does byte by byte.
+
+When the caller also knows the chunk after (``advance(data, then=...)``), the Mamba runs
+on it on a thread of its own while the mixer takes ``data``: the Mamba's forwards, its
+overlapped update and the mixer share the cores, where the mixer would otherwise run with
+the update thread idle. The Mamba and the mixer share no state but the pdfs handed over,
+so the bits are the same.
 """
+
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -16,7 +24,7 @@ from .kernels.forward import acts_size
 from .kernels.layout import N_TENSORS
 from .kernels.segment import N_PLAN, segment_sizes
 from .kernels.step import N_COUNTERS
-from .model import OnlineLearner, segment_shapes
+from .model import OnlineLearner, segment_shapes, update_thread_default
 from .params import flat_size
 from .predictor import ContextMixer
 
@@ -35,6 +43,8 @@ class Predictor:
         if model is not None and not uses_mamba:
             raise ConfigError("--model and --resume start the Mamba, which this mix leaves out")
         self.learner = None
+        self._ahead = None  # (the chunk, the future of its Mamba pdfs) running ahead
+        self._executor = None
         if uses_mamba:
             if model is not None:
                 self.learner = model.learner(settings, resume, replay_chunk)
@@ -52,22 +62,45 @@ class Predictor:
 
     def settle(self):
         """The stream ended: nothing of the Mamba's runs on after it (``OnlineLearner.settle``)."""
+        if self._ahead is not None:
+            ahead, self._ahead = self._ahead, None
+            ahead[1].result()
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
         if self.learner is not None:
             self.learner.settle()
 
-    def advance(self, data, trust=None):
+    def advance(self, data, trust=None, then=None):
         """Run over ``data`` (n,) uint8. Returns (freqs, p): freqs (n, V) int32, row i the
         table data[i] is coded with (``nibbles``: (n, 32), its two nibbles' tables); p (n,)
         float64, the probability the predictor gave data[i] (the Mamba alone: its float
-        pdf's, before quantization). ``trust``: see ``ContextMixer.advance`` (mixing only)."""
+        pdf's, before quantization). ``trust``: see ``ContextMixer.advance`` (mixing only).
+        ``then``: the bytes that follow ``data``, for the Mamba to run on meanwhile (mixing
+        with the Mamba, on more than one core); the next call must then be ``advance(then)``,
+        the same array."""
         if self.context is None:
             freqs, p = self.learner.advance(data)
             self.freq = self.learner.freq
             return freqs, p.astype(np.float64)
-        pdfs = self.learner.advance_pdfs(data)[0] if self.learner else None
+        pdfs = self._mamba_pdfs(data) if self.learner else None
+        if then is not None and self.learner and update_thread_default():
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, "mambazip-mamba")
+            self._ahead = (then, self._executor.submit(self.learner.advance_pdfs, then))
         freqs, p = self.context.advance(data, pdfs, trust=trust)
         self.freq = self.context.freq
         return freqs, p
+
+    def _mamba_pdfs(self, data):
+        """The Mamba's pdfs over ``data``: those of the run ahead, or run now."""
+        if self._ahead is None:
+            return self.learner.advance_pdfs(data)[0]
+        (announced, future), self._ahead = self._ahead, None
+        pdfs = future.result()[0]
+        if announced.shape != data.shape or announced.ctypes.data != data.ctypes.data:
+            raise ValueError("advance: not the bytes announced by then=")
+        return pdfs
 
     def advance_byte(self, byte):
         """``advance`` over one decoded byte, without allocations: only ``freq`` moves on."""
@@ -121,6 +154,8 @@ def memory_bytes(settings, replay_chunk=None, chunk=4096):
         total += mix.memory_bytes()
     if mix is not None and not mix.mamba:
         return total
+    if mix is not None:
+        total += chunk * VOCAB * 4  # the pdfs of the chunk the Mamba runs ahead on
     cfg, train = settings.model, settings.train
     dims = cfg.dims()
     L, K, E, N = cfg.n_layer, cfg.d_conv, cfg.d_inner, cfg.d_state

@@ -17,14 +17,12 @@ timed run. Needs perf and the right to use it.
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_predictor import write_perf_map  # sibling script: perf's JIT map
+from profile_predictor import record, write_perf_map  # sibling script: perf and its JIT map
 
 WARM = 40000
 HZ = 4000
@@ -52,12 +50,6 @@ def child(args):
           f"{secs / len(data) * 1e6:.1f} µs/byte")  # fmt: skip
 
 
-def _report(data, keys):
-    """perf's report of ``data`` sorted by ``keys``, sample counts shown."""
-    cmd = ["perf", "report", "-i", data, "--sort", keys, "-n", "--stdio"]
-    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file")
@@ -70,14 +62,7 @@ def main():
     if args.control:
         child(args)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        control, data = os.path.join(tmp, "control"), os.path.join(tmp, "perf.data")
-        os.mkfifo(control)
-        cmd = [sys.executable, __file__, *sys.argv[1:], "--control", control]
-        env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(tmp, "numba"))
-        perf = ["perf", "record", "-q", "-D", "-1", "--control", f"fifo:{control}", "-F", str(HZ)]
-        subprocess.run([*perf, "-o", data, "--", *cmd], env=env, check=True)
-        reports = [_report(data, keys) for keys in ("pid", "pid,sym")]
+    reports = record(__file__, sys.argv[1:], ["pid", "pid,sym"], HZ)
     threads, functions = (
         [line for line in report.splitlines() if line.strip() and line[0] != "#"]
         for report in reports

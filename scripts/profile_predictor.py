@@ -102,6 +102,28 @@ def child(args):
     print(f"{n} functions mapped; {data.size} bytes, {secs / data.size * 1e6:.2f} µs/byte")
 
 
+def record(script, argv, sorts, hz=4000):
+    """Run ``script argv --control FIFO`` under ``perf record`` (perf starts disabled; the
+    script enables it through the fifo), its kernels compiled afresh in a temporary cache
+    directory; returns perf's report (samples counted) for each sort key list of ``sorts``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        control, data = os.path.join(tmp, "control"), os.path.join(tmp, "perf.data")
+        os.mkfifo(control)
+        cmd = [sys.executable, script, *argv, "--control", control]
+        env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(tmp, "numba"))
+        perf = ["perf", "record", "-q", "-D", "-1", "--control", f"fifo:{control}", "-F", str(hz)]
+        subprocess.run([*perf, "-o", data, "--", *cmd], env=env, check=True)
+        return [
+            subprocess.run(
+                ["perf", "report", "-i", data, "--sort", keys, "-n", "--stdio"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            for keys in sorts
+        ]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file")
@@ -114,18 +136,8 @@ def main():
     if args.control:
         child(args)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        control, data = os.path.join(tmp, "control"), os.path.join(tmp, "perf.data")
-        os.mkfifo(control)
-        cmd = [sys.executable, __file__, *sys.argv[1:], "--control", control]
-        env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(tmp, "numba"))
-        perf = ["perf", "record", "-q", "-D", "-1", "--control", f"fifo:{control}", "-F", "4000"]
-        subprocess.run([*perf, "-o", data, "--", *cmd], env=env, check=True)
-        report = subprocess.run(
-            ["perf", "report", "-i", data, "--sort", "sym", "--stdio"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-    rows = [line for line in report.stdout.splitlines() if line.strip() and line[0] != "#"]
+    (report,) = record(__file__, sys.argv[1:], ["sym"])
+    rows = [line for line in report.splitlines() if line.strip() and line[0] != "#"]
     for line in rows[: args.top]:
         print(line[:110])
 

@@ -9,9 +9,10 @@ deeper than ``max_depth``: ``json.loads`` recurses once per level, and a 100,000
 what would exceed it, before it is allocated, with one line that names the figure, the limit
 and ``--memlimit``. How the default was chosen: it is what the largest preset needs plus a
 margin, and no more, because a hostile input may make a run allocate up to the limit. The
-``max`` preset (d_model 128 x 16 layers, 2 M parameters) needs 760,003,456 bytes, 724.8 MiB,
+``max`` preset (d_model 128 x 16 layers, 2 M parameters) needs 764,216,216 bytes, 728.8 MiB,
 by the estimate a header is checked with (``predict.memory_bytes`` with the codec's 4 KB
-chunk; 670.8 MiB of it the context-mixing tables); 768 MiB leaves 43 MiB (6 %) of margin.
+chunk; 670.8 MiB of it the context-mixing tables, 4 MiB the Mamba's pdfs of the chunk it
+runs ahead on); 768 MiB leaves 39 MiB (5.4 %) of margin.
 Measured: compressing a small file with ``max`` peaked at 896 MiB of RSS, the interpreter,
 numpy and the compiled kernels taking about 170 MiB beside the estimate, so nothing a file
 asks for takes a run past about 940 MiB, below 1 GiB. The old default of 2 GiB let a 640 MiB

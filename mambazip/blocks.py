@@ -189,8 +189,7 @@ def _code(predictor, data, stats, observer, tables=None):
         shares = None
         if observer.trust and predictor.context is not None:
             shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
-        after = data[i + CHUNK : i + 2 * CHUNK]
-        freqs, p = predictor.advance(chunk, trust=shares, then=after if after.size else None)
+        freqs, p = predictor.advance(chunk, trust=shares, then=data[i + CHUNK : i + 2 * CHUNK])
         if predictor.nibbles:
             symbols, rows = nibbles_of(chunk), freqs.reshape(-1, 16)
         else:
@@ -306,8 +305,7 @@ def decode_blocks(blocks, dst, make_predictor, observer=SILENT, check_segment=No
             block = payload
             stored = np.frombuffer(block, dtype=np.uint8)
             for i in range(0, n_bytes, CHUNK):
-                after = stored[i + CHUNK : i + 2 * CHUNK]
-                predictor.advance(stored[i : i + CHUNK], then=after if after.size else None)
+                predictor.advance(stored[i : i + CHUNK], then=stored[i + CHUNK : i + 2 * CHUNK])
                 watch.progress(min(CHUNK, n_bytes - i), 0.0)
         else:
             predictor = predictor or make_predictor()

@@ -45,6 +45,7 @@ class Predictor:
         self.learner = None
         self._ahead = None  # (the chunk, the future of its Mamba pdfs) running ahead
         self._executor = None
+        self._runs_ahead = uses_mamba and mix is not None and update_thread_default()
         if uses_mamba:
             if model is not None:
                 self.learner = model.learner(settings, resume, replay_chunk)
@@ -76,15 +77,15 @@ class Predictor:
         table data[i] is coded with (``nibbles``: (n, 32), its two nibbles' tables); p (n,)
         float64, the probability the predictor gave data[i] (the Mamba alone: its float
         pdf's, before quantization). ``trust``: see ``ContextMixer.advance`` (mixing only).
-        ``then``: the bytes that follow ``data``, for the Mamba to run on meanwhile (mixing
-        with the Mamba, on more than one core); the next call must then be ``advance(then)``,
-        the same array."""
+        ``then``: the bytes that follow ``data`` (empty or None: none known), for the Mamba
+        to run on meanwhile (mixing with the Mamba, on more than one core); the next call
+        must then be ``advance(then)``, the same array."""
         if self.context is None:
             freqs, p = self.learner.advance(data)
             self.freq = self.learner.freq
             return freqs, p.astype(np.float64)
         pdfs = self._mamba_pdfs(data) if self.learner else None
-        if then is not None and self.learner and update_thread_default():
+        if self._runs_ahead and then is not None and then.size:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, "mambazip-mamba")
             self._ahead = (then, self._executor.submit(self.learner.advance_pdfs, then))

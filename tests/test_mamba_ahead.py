@@ -41,8 +41,7 @@ def ahead_on_any_machine(monkeypatch):
 def _coded(predictor, announce):
     tables, probabilities = [], []
     for i in range(0, TEXT.shape[0], CHUNK):
-        after = TEXT[i + CHUNK : i + 2 * CHUNK]
-        then = after if announce and after.size else None
+        then = TEXT[i + CHUNK : i + 2 * CHUNK] if announce else None
         freqs, p = predictor.advance(TEXT[i : i + CHUNK], then=then)
         tables.append(freqs.copy())
         probabilities.append(p.copy())

@@ -142,6 +142,23 @@ def test_a_run_with_no_compiled_kernels_says_so_once(
     assert result.stderr == (note if not cached and not quiet else "")
 
 
+def test_the_compiling_note_comes_before_the_output_file_exists(run_cli, monkeypatch, tmp_path,
+                                                                sample):  # fmt: skip
+    """A Ctrl-C as soon as the temporary output appears must find the note already said."""
+    seen = []
+
+    def cached(settings):
+        seen.extend(p.name for p in tmp_path.iterdir() if p.name != "a")
+        return False
+
+    monkeypatch.setattr(cli_progress, "kernels_cached", cached)
+    monkeypatch.setattr(cli_progress, "_compile_noted", [])
+    (tmp_path / "a").write_bytes(sample)
+    result = run_cli("compress", *TINY_FLAGS, tmp_path / "a")
+    assert result.exit_code == 0
+    assert (tmp_path / "a.mz").exists() and seen == []
+
+
 def test_an_empty_numba_cache_is_seen_as_not_compiled(tmp_path, tiny_settings):
     code = (
         "import mambazip, sys; from mambazip.cli import progress; "

@@ -82,7 +82,6 @@ def compress(io, request, frame_size, transforms, execution, save_model, limits)
                        transforms=transforms == "auto"))  # fmt: skip
 
     def run(src, dst, job):
-        compile_note(start.settings, io.quiet)
         name = mtime = None
         if not job.stdin and not io.no_name:
             name, mtime = _storable_name(os.path.basename(job.path)), int(job.src_stat.st_mtime)
@@ -109,8 +108,11 @@ def compress(io, request, frame_size, transforms, execution, save_model, limits)
     def walked(path):  # -r leaves compressed files alone, as gzip -r does
         return not path.endswith(io.suffix)
 
+    def before(job):  # a signal after the temporary file appears finds the note said
+        compile_note(start.settings, io.quiet)
+
     each_input(io, Work(run, lambda path: path + io.suffix, skip, after, binary_out=True,
-                        walked=walked))  # fmt: skip
+                        walked=walked, before=before))  # fmt: skip
 
 
 def _storable_name(name):

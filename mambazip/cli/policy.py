@@ -44,7 +44,8 @@ class Work:
     (or None); ``after(job, stats, target)`` once its output is in place; ``rename(path,
     src)`` names the output from the input's content. ``test``: write nothing;
     ``binary_in``/``binary_out``: refuse a terminal without -f. ``walked(path)``: whether
-    a file found under a directory by -r is one to work on."""
+    a file found under a directory by -r is one to work on. ``before(job)``: once the input
+    is open and before any output is, so that what it says precedes any temporary file."""
 
     run: object
     name_output: object
@@ -55,6 +56,7 @@ class Work:
     binary_in: bool = False
     binary_out: bool = False
     walked: object = None
+    before: object = None
 
 
 @dataclasses.dataclass
@@ -192,6 +194,8 @@ def _one(path, io, work):
             _refuse_same(path, stdin, target, job.src_stat)
         regular = job.src_stat is not None and stat.S_ISREG(job.src_stat.st_mode)
         job.size = job.src_stat.st_size if regular else None
+        if work.before is not None:
+            work.before(job)
         if target is None:
             stats = work.run(src, Discard(), job)
         elif target == "-":

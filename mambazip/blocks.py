@@ -371,10 +371,12 @@ def _decode_nibbles(predictor, decoder, n_bytes, budget, observer):
     out = np.empty(n_bytes, dtype=np.uint8)
     log2 = math.log2
     high_table, low_table = predictor.freq, predictor.freq_low  # views the calls refill
+    high_weights, low_weights = predictor.nibble_weights
+    decode = decoder.decode_weights
     for i in range(n_bytes):
-        high = decoder.decode(high_table)
+        high = decode(high_weights)
         predictor.advance_nibble(high)
-        low = decoder.decode(low_table)
+        low = decode(low_weights)
         spent += 2 * FREQ_BITS - log2(high_table[high]) - log2(low_table[low])
         if spent > budget:
             raise FormatError("corrupt file: a block decodes to more than its data can hold")

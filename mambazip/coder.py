@@ -50,6 +50,10 @@ class Decoder:
         if weights is None:
             weights = self._weights[freq.shape[0]] = np.empty(freq.shape, dtype=np.float64)
         constriction_weights(freq, weights)
+        return self.decode_weights(weights)
+
+    def decode_weights(self, weights):
+        """One symbol under ``constriction_weights`` of its table, made by the caller."""
         model = constriction.stream.model.Categorical(weights, perfect=False)
         try:
             return self._coder.decode(model)

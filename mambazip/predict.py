@@ -126,6 +126,12 @@ class Predictor:
         return self.context.freq_low
 
     @property
+    def nibble_weights(self):
+        """With ``nibbles``: ``freq`` and ``freq_low`` as constriction takes them
+        (``coder.constriction_weights``), views the calls refill."""
+        return self.context.weights, self.context.weights_low
+
+    @property
     def min_byte_bits(self):
         """A lower bound on the code length of any byte: the context mixer's node
         probabilities stop at 4095/4096, so each child keeps at most 4095/4096 of its

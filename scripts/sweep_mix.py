@@ -14,7 +14,8 @@ bits of that run. Every row then runs a fresh ``ContextMixer`` of those settings
 row's fields replaced over the cached pdfs, in 4 KB chunks as blocks.py does, and reports
 ideal bits/byte (-log2 p). The row ``cm`` (``mamba=false``) is the same mix without the Mamba.
 A row with no fields is the compressed run's own settings: its figure must equal the recorded
-ideal bits exactly (checked and printed).
+ideal bits exactly (checked and printed). A preset without the Mamba (``fast``) records no
+pdfs, and its rows run without them.
 
 Field values: true/false, integers, or names joined by "+" (contexts=word3+column).
 """
@@ -71,14 +72,16 @@ def record(path, preset, cache):
     def rec_prime(self, mamba_pdf=None):
         seen["mixers"] += 1
         seen["cfg"], seen["nibbles"] = self.cfg, self.nibbles
-        rows.append(np.asarray(mamba_pdf, np.float32).reshape(1, 256).copy())
+        if mamba_pdf is not None:
+            rows.append(np.asarray(mamba_pdf, np.float32).reshape(1, 256).copy())
         return prime(self, mamba_pdf)
 
     def rec_advance(self, data, mamba_pdfs=None, trust=None):
         freqs, p = advance(self, data, mamba_pdfs, trust)
         datas.append(np.asarray(data, np.uint8).copy())
         seen["bits"] = seen.get("bits", 0.0) - np.log2(p).sum()
-        rows.append(np.asarray(mamba_pdfs, np.float32).reshape(-1, 256).copy())
+        if mamba_pdfs is not None:
+            rows.append(np.asarray(mamba_pdfs, np.float32).reshape(-1, 256).copy())
         return freqs, p
 
     ContextMixer.prime, ContextMixer.advance = rec_prime, rec_advance
@@ -92,9 +95,10 @@ def record(path, preset, cache):
         raise SystemExit(f"{path}: {seen['mixers']} context mixers coded it; expected one")
     data = np.concatenate(datas)
     ideal = float(seen["bits"])
-    pdfs = np.concatenate(rows)  # row i: the pdf of data[i] (row 0 from prime), then the last
-    assert pdfs.shape == (data.size + 1, 256)
-    np.save(cache / f"{key}.pdfs.npy", pdfs)
+    if seen["cfg"].mamba:  # without the Mamba (a preset such as fast) there are no pdfs
+        pdfs = np.concatenate(rows)  # row i: the pdf of data[i] (row 0 from prime), the last
+        assert pdfs.shape == (data.size + 1, 256)
+        np.save(cache / f"{key}.pdfs.npy", pdfs)
     np.save(cache / f"{key}.data.npy", data)
     meta = {"file": str(path), "bytes": len(Path(path).read_bytes()), "coded": int(data.size),
             "compressed": len(blob), "ideal_bits": ideal, "cpu_seconds": cpu,
@@ -112,7 +116,7 @@ def run_row(job):
     cfg = dataclasses.replace(MixConfig.from_dict(meta["mix"]), **fields)
     cfg = MixConfig.from_dict(cfg.to_dict())
     data = np.load(cache / f"{key}.data.npy")
-    pdfs = np.load(cache / f"{key}.pdfs.npy", mmap_mode="r")
+    pdfs = np.load(cache / f"{key}.pdfs.npy", mmap_mode="r") if cfg.mamba else None
     mixer = ContextMixer(cfg, nibbles=meta["nibbles"])
     start = time.process_time()
     if cfg.mamba:

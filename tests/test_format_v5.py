@@ -12,6 +12,7 @@ from conftest import TINY_FLAGS, TINY_MODEL
 
 import mambazip
 from mambazip import checkpoint, codec, container
+from mambazip.coder import constriction_weights
 from mambazip.kernels.step import FREQ_TOTAL
 from mambazip.predictor import SMALL, ContextMixer
 from mambazip.predictor.context import NODE2
@@ -164,6 +165,18 @@ def test_advance_over_chunks_gives_the_tables_the_decoder_computes_nibble_by_nib
             dec.advance_byte(byte, None if pdfs is None else pdfs[i + 1])
         assert np.all(freqs.reshape(-1, 16).astype(np.int64).sum(1) == FREQ_TOTAL)
         assert freqs.min() >= 1
+
+
+def test_the_decoders_coder_weights_are_its_tables_as_constriction_takes_them():
+    data = np.frombuffer(TEXT, np.uint8)[:300]
+    dec = ContextMixer(SMALL, nibbles=True)
+    dec.prime()
+    for byte in data:
+        assert np.array_equal(dec.weights, constriction_weights(dec.freq))
+        dec.advance_nibble(int(byte) >> 4)
+        assert np.array_equal(dec.weights_low, constriction_weights(dec.freq_low))
+        dec.advance_byte(byte)
+    assert dec.weights.dtype == np.float64 and dec.weights_low.dtype == np.float64
 
 
 @pytest.mark.parametrize("preset", mambazip.config.preset_names())

@@ -86,6 +86,7 @@ from .loop import (
     V_KINDS,
     V_MAPS,
     V_NFREQ,
+    V_NWEIGHTS,
     V_PARTS,
     V_RMAPS,
     V_W,
@@ -117,7 +118,9 @@ class ContextMixer:
 
     ``nibbles`` (format 5): a byte is two 16-symbol nibbles, only the byte's path evaluated.
     ``freq`` (16,) is then the next byte's high-nibble table, and ``freq_low`` (16,) the low
-    nibble's once ``advance_nibble`` has been given the high nibble (each >= 1, sum 2^24).
+    nibble's once ``advance_nibble`` has been given the high nibble (each >= 1, sum 2^24);
+    ``weights`` and ``weights_low`` (16,) float64 the same tables as constriction takes them
+    (``coder.constriction_weights``).
     """
 
     def __init__(self, cfg=DEFAULT, nibbles=False):
@@ -136,10 +139,12 @@ class ContextMixer:
         self.dims[D_NIBBLES] = self.nibbles
         self._init_tables(cfg)
         self.freq = view(b, self.offs, V_FREQ)
-        self.freq_low = None
+        self.freq_low = self.weights = self.weights_low = None
         if self.nibbles:
             nfreq = view(b, self.offs, V_NFREQ)
             self.freq, self.freq_low = nfreq[:16], nfreq[16:]
+            nweights = view(b, self.offs, V_NWEIGHTS)
+            self.weights, self.weights_low = nweights[:16], nweights[16:]
         # Work arrays of advance_byte and of calls without a Mamba or without trust.
         self._byte = np.zeros(1, np.uint8)
         self._pdf = np.zeros((1, 256), np.float32)

@@ -150,6 +150,7 @@ VIEWS = (
     ("bh", "u8"),
     ("bmaps", "i32"),
     ("bidx", "i32"),
+    ("nweights", "f64"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
@@ -158,7 +159,7 @@ VIEWS = (
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
  V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS, V_RMAPS,
  V_RIDX, V_APM4, V_AIDX4, V_APM1N, V_APM2N, V_APMSN, V_APM4N,
- V_MT2, V_WN, V_WFN, V_BH, V_BMAPS, V_BIDX) = range(len(VIEWS))  # fmt: skip
+ V_MT2, V_WN, V_WFN, V_BH, V_BMAPS, V_BIDX, V_NWEIGHTS) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -305,6 +306,7 @@ def layout(cfg):
         "bh": (1 << cfg.ctx_log) * 2 if cfg.slot_bytes else 0,
         "bmaps": C * BYTE_ENTRIES if cfg.slot_bytes else 0,
         "bidx": 256 * C if cfg.slot_bytes else 0,
+        "nweights": 32,
     }
 
 
@@ -506,6 +508,7 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
         _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, -1, -1)
         nibble_table_bits(_carve(i32, offs, V_NFREQ), 0, _carve(i64, offs, V_NMASS),
                           _carve(i32, offs, V_P12), -1, dims[D_PBITS])  # fmt: skip
+        _coder_weights(_carve(f64, offs, V_NWEIGHTS), _carve(i32, offs, V_NFREQ), 0)
         return
     _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, -1, 15)
     freq, mass = _carve(i32, offs, V_FREQ), _carve(i64, offs, V_MASS)
@@ -520,6 +523,16 @@ def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
     _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib, nib)
     nibble_table_bits(_carve(i32, offs, V_NFREQ), 16, _carve(i64, offs, V_NMASS),
                       _carve(i32, offs, V_P12), nib, dims[D_PBITS])  # fmt: skip
+    _coder_weights(_carve(f64, offs, V_NWEIGHTS), _carve(i32, offs, V_NFREQ), 16)
+
+
+@kernel_inline
+def _coder_weights(nweights, nfreq, at):
+    """nweights[at : at + 16] = the nibble table as the decoder hands it to constriction
+    (coder.constriction_weights, f - 1 exactly in float64): made here, it costs the decoder
+    no NumPy call per nibble."""
+    for k in range(at, at + 16):
+        nweights[k] = np.float64(nfreq[k] - 1)
 
 
 @kernel_inline

@@ -919,6 +919,22 @@ V6_BASES = (
               "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "level": 0},
       "seed": 0},
      "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
+    # fast with mix level 7 and orders 0-4 (entry 1's context side was level 0), from
+    # 2026-12-06
+    ({"model": {"d_model": 48, "n_layer": 1, "d_inner": 96, "dt_rank": 3, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0015, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 100000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"head": 2.0}},
+      "mix": {"mamba": False, "max_order": 4, "word": True, "sparse": False, "match": True,
+              "final": True, "apm": True, "ctx_log": 20, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 8, "final_lr": 2, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 0, "mamba_lr": 0, "mamba_w0": 16, "mamba_eapm": 0, "level": 7},
+      "seed": 0},
+     None),
 )  # fmt: skip
 
 # A short-form input of at most SMALL_INPUT bytes that a preset's settings would code (those

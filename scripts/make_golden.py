@@ -272,6 +272,8 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True},
         ),
+        # V6_BASES entry 17: the fast preset at mix level 7, named by its base alone.
+        "fast-base17-short": (TEXT[:400], {}, {}, {"mix": "fast", "extras": {}, "seed": 0}),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (
@@ -316,7 +318,7 @@ def settings_of(model, train, options):
     version 3 its mixing (the preset's tables only for "preset"); "fast": the fast preset."""
     mix = options.get("mix", "none")
     if mix == "fast":
-        return mambazip.resolve_settings("fast", seed=1234)
+        return mambazip.resolve_settings("fast", seed=options.get("seed", 1234))
     settings = mambazip.resolve_settings(
         "default",
         model=model,

@@ -55,6 +55,14 @@ def test_presets_fit_their_memory_budgets():
     assert DEFAULT.mamba and MAX.mamba and not FAST.mamba
 
 
+def test_the_fast_preset_mixes_with_predictor_fast():
+    """predictor.FAST (what bench_predictor.py and profile_predictor.py take for --preset
+    fast) is the shipped fast preset's mix."""
+    from mambazip.predictor import FAST
+
+    assert mambazip.resolve_settings("fast").mix == FAST
+
+
 def test_the_default_preset_mixes_with_predictor_default():
     """predictor.DEFAULT (what ContextMixer() and bench_predictor.py use) is the shipped
     default preset's mix, not an older one."""

@@ -488,8 +488,14 @@ _LATER = {
 # 1.9063; with the bit histories and combiner_lr 4 (level 1) 1.8704/2.2176/1.9095, obj2
 # 1.6221 -> 1.6043. MAX leaves out the SSE pair (71 MB at its apm_log 20) and the histories
 # (256 MiB beside 2^24 slots): either would pass the default --memlimit (768 MiB).
-FAST = MixConfig(max_order=5, sparse=False, ctx_log=20, full_log=6, slot_log=8,
-                 contexts=("classes",), found_sel=True)  # fmt: skip
+# Twenty-fourth session, 2026-12-06: FAST at level 7 with orders 0-4 (the level's contexts,
+# bit histories, runs, byte histories, sets, SSE chain and match recovery; one order less, as
+# each context costs about 1.5 us/byte). 256 KB prefixes, enwik6/book1/alice29.txt/obj2:
+# 1.9168/2.2712/1.9506/1.8903 -> 1.8310/2.2037/1.8814/1.6423 (level 7 with order 5:
+# 1.8296/2.2021/1.8811/1.6416); whole enwik6 in-process on an idle Intel Xeon: 1.8159 at
+# 118 / 80 KB/s -> 1.7296 at 50 / 44 KB/s, compress / decompress (order 5: 1.7266 at
+# 48 / 41; benchmarks/bench-2026-12-06-fast-level7.md).
+FAST = MixConfig(max_order=4, sparse=False, ctx_log=20, full_log=6, slot_log=8, level=7)
 # DEFAULT, the mix: the Mamba's weight set by whether the match model expects its byte, an APM
 # keyed by its expected byte, its inputs stepping at 4/2^14. First 300 KB of enwik6 / book1 and
 # alice29.txt: 1.9027 / 2.2324 / 1.9307 bits/byte at ~28 µs/byte in the experiment script

@@ -492,7 +492,7 @@ _LATER = {
 # bit histories, runs, byte histories, sets, SSE chain and match recovery; one order less, as
 # each context costs about 1.5 us/byte). 256 KB prefixes, enwik6/book1/alice29.txt/obj2:
 # 1.9168/2.2712/1.9506/1.8903 -> 1.8310/2.2037/1.8814/1.6423 (level 7 with order 5:
-# 1.8296/2.2021/1.8811/1.6416); whole enwik6 in-process on an idle Intel Xeon: 1.8159 at
+# 1.8296/2.2021/1.8811/1.6416); whole enwik6 in-process on an idle AMD EPYC: 1.8159 at
 # 118 / 80 KB/s -> 1.7296 at 50 / 44 KB/s, compress / decompress (order 5: 1.7266 at
 # 48 / 41; benchmarks/bench-2026-12-06-fast-level7.md).
 FAST = MixConfig(max_order=4, sparse=False, ctx_log=20, full_log=6, slot_log=8, level=7)

@@ -344,9 +344,9 @@ def _decode_block(predictor, words, n_bytes, observer):
     budget = 32.0 * (words.shape[0] + 2)
     if n_bytes * predictor.min_byte_bits > budget:
         raise FormatError("corrupt file: a block declares more bytes than its data can hold")
-    decoder = Decoder(words)
+    decoder = Decoder(words, budget)
     if predictor.nibbles:
-        return _decode_nibbles(predictor, decoder, n_bytes, budget, observer)
+        return _decode_nibbles(predictor, decoder, n_bytes, observer)
     spent = 0.0
     out = np.empty(n_bytes, dtype=np.uint8)
     for i in range(n_bytes):
@@ -364,27 +364,16 @@ def _decode_block(predictor, words, n_bytes, observer):
     return out.tobytes()
 
 
-def _decode_nibbles(predictor, decoder, n_bytes, budget, observer):
-    """_decode_block's loop for format 5: per byte, the high nibble under ``freq``, then the
-    low nibble under ``freq_low`` (two compiled calls: advance_nibble, advance_byte)."""
-    spent = 0.0
+def _decode_nibbles(predictor, decoder, n_bytes, observer):
+    """_decode_block's loop for format 5, a chunk at a time: the predictor decodes each
+    byte's two nibbles inside its compiled loop (Predictor.decode_nibbles)."""
     out = np.empty(n_bytes, dtype=np.uint8)
-    log2 = math.log2
-    high_table, low_table = predictor.freq, predictor.freq_low  # views the calls refill
-    high_weights, low_weights = predictor.nibble_weights
-    decode = decoder.decode_weights
-    for i in range(n_bytes):
-        high = decode(high_weights)
-        predictor.advance_nibble(high)
-        low = decode(low_weights)
-        spent += 2 * FREQ_BITS - log2(high_table[high]) - log2(low_table[low])
-        if spent > budget:
+    for start in range(0, n_bytes, CHUNK):
+        stop = min(start + CHUNK, n_bytes)
+        error = predictor.decode_nibbles(decoder, out, start, stop)
+        if error == -1:
+            raise FormatError("corrupt file: the compressed data does not decode")
+        if error:
             raise FormatError("corrupt file: a block decodes to more than its data can hold")
-        byte = (high << 4) | low
-        out[i] = byte
-        predictor.advance_byte(byte)
-        if (i + 1) % CHUNK == 0:
-            observer.progress(CHUNK, 0.0)
-    if n_bytes % CHUNK:
-        observer.progress(n_bytes % CHUNK, 0.0)
+        observer.progress(stop - start, 0.0)
     return out.tobytes()

@@ -8,20 +8,104 @@ summing to 2^24), s is exactly 1 and every c_i is an integer below 2^24, exact i
 constriction then codes with precisely our frequencies. The same holds for the 16-symbol
 nibble tables of format 5 (V = 16, frequencies summing to 2^24: s = (2^24 - 16) / (2^24 - 16)).
 tests/test_coder.py pins both.
+
+constriction encodes. The decoder is compiled here (``range_decode``): constriction's
+decoding step for its default range coder (32-bit words, a 64-bit state, 24 bits of
+precision), taking our integer tables as they are. Called from compiled code, it lets the
+predictor's kernels decode a byte's two nibbles in one call (loop.decode_byte); through
+constriction's Python API each nibble cost a model object and two crossings, 1.7 µs, about
+a seventh of what the fast preset spends on a byte. tests/test_coder.py checks it symbol for
+symbol against constriction's own decoder, on valid and on corrupt words.
+
+Decoder state (uint64 (4,)): the interval's lower end and width (lower, range: range starts
+at 2^64 - 1), point, the 64 bits of the words read so far that locate the code within the
+interval, and pos, the next word to read (words past the end read as 0).
 """
 
 import constriction
 import numpy as np
 
 from .errors import FormatError
+from .jit import kernel, kernel_inline
 
 _FAMILY = constriction.stream.model.Categorical(perfect=False)
+PRECISION = 24  # bits of the tables' total, 2^24 (kernels/step.py's FREQ_TOTAL)
+R_LOWER, R_RANGE, R_POINT, R_POS = range(4)
+u64 = np.uint64
+_WORD = u64(32)
+_ONE_WORD = u64(1 << 32)
 
 
 def constriction_weights(freqs, out=None):
     """float64 weights that constriction's fast quantizer maps back to ``freqs`` exactly
     (written into ``out`` when given)."""
     return np.subtract(freqs, 1, out=out, dtype=np.float64)
+
+
+@kernel
+def decoder_start(words, state):
+    """state for decoding ``words`` (uint32) from their start: point holds the first two."""
+    point = u64(0)
+    n = min(2, words.shape[0])
+    for k in range(n):
+        point = (point << _WORD) | u64(words[k])
+    if n == 1:
+        point = point << _WORD
+    state[R_LOWER] = u64(0)
+    state[R_RANGE] = u64(0xFFFFFFFFFFFFFFFF)
+    state[R_POINT] = point
+    state[R_POS] = u64(n)
+
+
+@kernel_inline
+def range_decode(words, state, freq, at, n):
+    """The next symbol under the table freq[at : at + n] (int32, each >= 1, summing to
+    2^PRECISION), or -1 where the point lies outside the table's total: words no encoder
+    wrote under these tables (constriction's InvalidData)."""
+    lower, width, point = state[R_LOWER], state[R_RANGE], state[R_POINT]
+    scale = width >> u64(PRECISION)
+    quantile = (point - lower) // scale
+    if quantile >= u64(1 << PRECISION):
+        return -1
+    q = np.int64(quantile)
+    symbol = 0
+    cum = np.int64(0)
+    while symbol < n - 1 and cum + freq[at + symbol] <= q:
+        cum += freq[at + symbol]
+        symbol += 1
+    lower = lower + scale * u64(cum)
+    width = scale * u64(freq[at + symbol])
+    if width < _ONE_WORD:
+        lower = lower << _WORD
+        width = width << _WORD
+        point = point << _WORD
+        pos = np.int64(state[R_POS])
+        if pos < words.shape[0]:
+            point = point | u64(words[pos])
+            state[R_POS] = u64(pos + 1)
+    state[R_LOWER] = lower
+    state[R_RANGE] = width
+    state[R_POINT] = point
+    return symbol
+
+
+@kernel
+def decode_one(words, state, freq):
+    """range_decode under the whole table freq (V,)."""
+    return range_decode(words, state, freq, 0, freq.shape[0])
+
+
+@kernel
+def decode_all(words, state, freqs, out):
+    """out[i] = the i-th symbol of ``words`` under freqs[i] (n, V), decoding from their
+    start (state: work array). Returns False where the words do not decode."""
+    decoder_start(words, state)
+    for i in range(freqs.shape[0]):
+        symbol = range_decode(words, state, freqs[i], 0, freqs.shape[1])
+        if symbol < 0:
+            return False
+        out[i] = symbol
+    return True
 
 
 class Encoder:
@@ -40,25 +124,22 @@ class Encoder:
 
 
 class Decoder:
-    def __init__(self, words):
-        self._coder = constriction.stream.queue.RangeDecoder(words)
-        self._weights = {}  # V -> work array
+    """A block's words (uint32) and the compiled decoder's state. ``cost`` (float64 (2,)):
+    the code length of the bytes decoded so far and the most their words can hold (bits),
+    kept by the predictor's decoding kernels (blocks._decode_block)."""
+
+    def __init__(self, words, budget=np.inf):
+        self.words = np.ascontiguousarray(words, dtype=np.uint32)
+        self.state = np.empty(4, np.uint64)
+        decoder_start(self.words, self.state)
+        self.cost = np.array([0.0, budget])
 
     def decode(self, freq):
         """One symbol under freq (V,) int32."""
-        weights = self._weights.get(freq.shape[0])
-        if weights is None:
-            weights = self._weights[freq.shape[0]] = np.empty(freq.shape, dtype=np.float64)
-        constriction_weights(freq, weights)
-        return self.decode_weights(weights)
-
-    def decode_weights(self, weights):
-        """One symbol under ``constriction_weights`` of its table, made by the caller."""
-        model = constriction.stream.model.Categorical(weights, perfect=False)
-        try:
-            return self._coder.decode(model)
-        except AssertionError:  # constriction's signal that the words cannot come from this model
-            raise FormatError("corrupt file: the compressed data does not decode") from None
+        symbol = decode_one(self.words, self.state, freq)
+        if symbol < 0:
+            raise FormatError("corrupt file: the compressed data does not decode")
+        return symbol
 
 
 def shortest_payload(words, symbols, freqs):
@@ -71,8 +152,8 @@ def shortest_payload(words, symbols, freqs):
     if not words.shape[0]:
         return raw
     last = int(words[-1])
-    weights = constriction_weights(freqs)
-    wanted = symbols.astype(np.int32)
+    freqs = np.ascontiguousarray(freqs, dtype=np.int32)
+    decoded, state = np.empty_like(symbols), np.empty(4, np.uint64)
     for cut in (3, 2, 1):
         low = (1 << (8 * cut)) - 1
         for value in (last & ~low, (last | low) + 1):
@@ -80,10 +161,6 @@ def shortest_payload(words, symbols, freqs):
                 continue
             trial = words.copy()
             trial[-1] = value
-            try:
-                decoded = constriction.stream.queue.RangeDecoder(trial).decode(_FAMILY, weights)
-            except AssertionError:  # constriction's signal that the words do not decode
-                continue
-            if np.array_equal(decoded, wanted):
+            if decode_all(trial, state, freqs, decoded) and np.array_equal(decoded, symbols):
                 return trial.astype(">u4").tobytes()[:-cut]
     return raw

@@ -37,7 +37,7 @@ class Predictor:
         """``model``: a ``checkpoint.Checkpoint`` to start the Mamba from (``resume``: with
         its optimizer state); ``replay_chunk``: see ``OnlineLearner``. ``nibbles`` (format
         5, mixing only): a byte is coded as two nibbles, ``freq`` (16,) the next byte's high
-        nibble's table and, after ``advance_nibble``, ``freq_low`` its low nibble's."""
+        nibble's table; the decoder decodes both with ``decode_nibbles``."""
         mix = settings.mix
         uses_mamba = mix is None or mix.mamba
         if model is not None and not uses_mamba:
@@ -116,20 +116,21 @@ class Predictor:
             self.context.advance_byte(byte, self.learner.pdf)
         self.freq = self.context.freq
 
-    def advance_nibble(self, high):
-        """With ``nibbles``: the next byte's high nibble is ``high``; ``freq_low`` is then
-        its low nibble's table."""
-        self.context.advance_nibble(high)
-
-    @property
-    def freq_low(self):
-        return self.context.freq_low
-
-    @property
-    def nibble_weights(self):
-        """With ``nibbles``: ``freq`` and ``freq_low`` as constriction takes them
-        (``coder.constriction_weights``), views the calls refill."""
-        return self.context.weights, self.context.weights_low
+    def decode_nibbles(self, decoder, out, start, stop):
+        """With ``nibbles``, the decoder's loop: out[start:stop] (uint8) decoded from
+        ``decoder`` (coder.Decoder) and learned, as ``advance_byte`` learns them. Returns 0,
+        or ContextMixer.decode_byte's error at the first byte that gives one."""
+        if self.learner is None:
+            return self.context.decode_run(decoder, out, start, stop)
+        for i in range(start, stop):
+            byte = self.context.decode_byte(decoder)
+            if byte < 0:
+                return byte
+            out[i] = byte
+            self.learner.advance_byte_pdf(byte)
+            self.context.advance_byte(byte, self.learner.pdf)
+        self.freq = self.context.freq
+        return 0
 
     @property
     def min_byte_bits(self):

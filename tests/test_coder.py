@@ -1,13 +1,16 @@
 """The quantizer and the range coder: integer pdfs reach constriction exactly, round trips hold,
-and the compressed words of a fixed input never change silently, for the 256-symbol tables
-and for the 16-symbol nibble tables of format 5."""
+the compiled decoder reads words as constriction's own decoder does, and the compressed words
+of a fixed input never change silently, for the 256-symbol tables and for the 16-symbol
+nibble tables of format 5."""
 
 import hashlib
 
+import constriction
 import numpy as np
 import pytest
 
 from mambazip.coder import Decoder, Encoder, constriction_weights
+from mambazip.errors import FormatError
 from mambazip.kernels.step import FREQ_TOTAL, quantize
 
 f32 = np.float32
@@ -135,3 +138,72 @@ def test_compressed_words_of_a_fixed_nibble_input_are_pinned():
 
 
 GOLDEN_NIBBLE_WORDS_SHA256 = "ff9331fbc8956069bd82de9c941588085cae5f542fe795921911e3955400d125"
+
+
+def constriction_decoded(words, freqs):
+    """constriction's own decoder over freqs (n, V): the symbols it gives, then "invalid" if
+    it refuses the words (its InvalidData, raised to Python as AssertionError)."""
+    decoder = constriction.stream.queue.RangeDecoder(words)
+    out = []
+    for freq in freqs:
+        model = constriction.stream.model.Categorical(constriction_weights(freq), perfect=False)
+        try:
+            out.append(int(decoder.decode(model)))
+        except AssertionError:
+            return [*out, "invalid"]
+    return out
+
+
+def our_decoded(words, freqs):
+    decoder = Decoder(words)
+    out = []
+    for freq in freqs:
+        try:
+            out.append(decoder.decode(freq))
+        except FormatError:
+            return [*out, "invalid"]
+    return out
+
+
+def random_tables(rng, n, symbols):
+    """n tables (each >= 1, summing to 2^24) with about half the symbols near frequency 1."""
+    w = rng.integers(1, 1 << 18, size=(n, symbols)) * (rng.random((n, symbols)) < 0.5) + 1
+    freqs = (w * ((FREQ_TOTAL - symbols) / w.sum(1, keepdims=True))).astype(np.int64) + 1
+    freqs[np.arange(n), freqs.argmax(1)] += FREQ_TOTAL - freqs.sum(1)
+    return freqs.astype(np.int32)
+
+
+@pytest.mark.parametrize("symbols", [16, 256])
+def test_the_compiled_decoder_decodes_as_constriction_does(symbols):
+    rng = np.random.default_rng(8)
+    for n in (0, 1, 2, 3, 50, 700):
+        freqs = random_tables(rng, n, symbols)
+        coded = np.array([rng.choice(symbols, p=f / FREQ_TOTAL) for f in freqs], np.uint8)
+        enc = Encoder()
+        enc.encode(coded, freqs)
+        words = enc.finish()
+        assert our_decoded(words, freqs) == constriction_decoded(words, freqs) == coded.tolist()
+
+
+@pytest.mark.parametrize("symbols", [16, 256])
+def test_the_compiled_decoder_reads_corrupt_words_as_constriction_does(symbols):
+    """Flipped bits, words cut short, words of all ones: the same symbols, and a refusal at
+    the same symbol where constriction refuses."""
+    rng = np.random.default_rng(9)
+    refused = 0
+    for trial in range(60):
+        freqs = random_tables(rng, 300, symbols)
+        coded = np.array([rng.choice(symbols, p=f / FREQ_TOTAL) for f in freqs], np.uint8)
+        enc = Encoder()
+        enc.encode(coded, freqs)
+        words = enc.finish().copy()
+        if trial % 3 == 0:
+            words[rng.integers(words.shape[0])] ^= np.uint32(1 << int(rng.integers(32)))
+        elif trial % 3 == 1:
+            words = words[: rng.integers(words.shape[0])]
+        else:
+            words[rng.integers(words.shape[0]) :] = 0xFFFFFFFF
+        theirs = constriction_decoded(words, freqs)
+        assert our_decoded(words, freqs) == theirs
+        refused += theirs[-1] == "invalid"
+    assert refused > 0  # the refusal path was taken

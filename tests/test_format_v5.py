@@ -12,7 +12,7 @@ from conftest import TINY_FLAGS, TINY_MODEL
 
 import mambazip
 from mambazip import checkpoint, codec, container
-from mambazip.coder import constriction_weights
+from mambazip.coder import Decoder, Encoder
 from mambazip.kernels.step import FREQ_TOTAL
 from mambazip.predictor import SMALL, ContextMixer
 from mambazip.predictor.context import NODE2
@@ -167,16 +167,72 @@ def test_advance_over_chunks_gives_the_tables_the_decoder_computes_nibble_by_nib
         assert freqs.min() >= 1
 
 
-def test_the_decoders_coder_weights_are_its_tables_as_constriction_takes_them():
-    data = np.frombuffer(TEXT, np.uint8)[:300]
+def coded_chunk(cfg, data, pdfs):
+    """The range coder's words of data (one chunk) coded as format 5 codes it, and the
+    encoder's tables and probabilities."""
+    enc = ContextMixer(cfg, nibbles=True)
+    enc.prime(pdfs[0] if cfg.mamba else None)
+    freqs, p = enc.advance(data, None if pdfs is None else pdfs[1:])
+    coder = Encoder()
+    coder.encode(np.stack([data >> 4, data & 15], 1).reshape(-1), freqs.reshape(-1, 16))
+    return coder.finish(), freqs, p
+
+
+@pytest.mark.parametrize("mamba", [False, True])
+def test_decode_byte_decodes_each_byte_with_the_tables_advance_nibble_gives(mamba):
+    """The fused call (both nibbles decoded inside the compiled loop) returns the bytes coded,
+    leaves the tables the separate calls leave, and counts each byte's code length."""
+    cfg = dataclasses.replace(SMALL, mamba=mamba)
+    data = np.frombuffer(TEXT, np.uint8)
+    rng = np.random.default_rng(7)
+    pdfs = (rng.random((data.size + 1, 256)) ** 4).astype(np.float32) if mamba else None
+    words, freqs, p = coded_chunk(cfg, data, pdfs)
+    dec = ContextMixer(cfg, nibbles=True)
+    dec.prime(pdfs[0] if mamba else None)
+    decoder = Decoder(words)
+    for i, byte in enumerate(data):
+        assert dec.decode_byte(decoder) == byte, i
+        assert np.array_equal(np.concatenate([dec.freq, dec.freq_low]), freqs[i]), i
+        dec.advance_byte(byte, None if pdfs is None else pdfs[i + 1])
+    assert math.isclose(decoder.cost[0], -np.log2(p).sum(), rel_tol=1e-12)
+
+
+def test_decode_run_decodes_and_learns_a_chunk_as_decode_byte_then_advance_byte_do():
+    data = np.frombuffer(TEXT, np.uint8)
+    words, _, _ = coded_chunk(SMALL, data, None)
+    one, run = ContextMixer(SMALL, nibbles=True), ContextMixer(SMALL, nibbles=True)
+    one.prime()
+    run.prime()
+    d_one, d_run = Decoder(words), Decoder(words)
+    out = np.zeros(data.size, np.uint8)
+    assert run.decode_run(d_run, out, 0, 700) == 0
+    assert run.decode_run(d_run, out, 700, data.size) == 0
+    for byte in data:
+        assert one.decode_byte(d_one) == byte
+        one.advance_byte(byte)
+    assert np.array_equal(out, data)
+    assert np.array_equal(run.freq, one.freq)
+    for name in ("u8", "u16", "i32", "i64"):
+        assert np.array_equal(run.buffers[name], one.buffers[name]), name
+    assert np.array_equal(d_run.state, d_one.state) and np.array_equal(d_run.cost, d_one.cost)
+
+
+def test_decode_run_stops_at_words_that_do_not_decode_or_past_the_budget():
+    data = np.frombuffer(TEXT, np.uint8)
+    words, _, p = coded_chunk(SMALL, data, None)
+    # Every word all ones: the point lies past the tables' total (constriction's invalid data).
     dec = ContextMixer(SMALL, nibbles=True)
     dec.prime()
-    for byte in data:
-        assert np.array_equal(dec.weights, constriction_weights(dec.freq))
-        dec.advance_nibble(int(byte) >> 4)
-        assert np.array_equal(dec.weights_low, constriction_weights(dec.freq_low))
-        dec.advance_byte(byte)
-    assert dec.weights.dtype == np.float64 and dec.weights_low.dtype == np.float64
+    out = np.zeros(data.size, np.uint8)
+    assert dec.decode_run(Decoder(np.full(8, 0xFFFFFFFF, np.uint32)), out, 0, data.size) == -1
+    # A budget the first 100 bytes already exceed: decoding stops there.
+    budget = float(-np.log2(p[:100]).sum())
+    dec = ContextMixer(SMALL, nibbles=True)
+    dec.prime()
+    decoder = Decoder(words, budget)
+    assert dec.decode_run(decoder, out, 0, data.size) == -2
+    assert np.array_equal(out[:99], data[:99])
+    assert decoder.cost[0] > budget
 
 
 @pytest.mark.parametrize("preset", mambazip.config.preset_names())

@@ -86,7 +86,6 @@ from .loop import (
     V_KINDS,
     V_MAPS,
     V_NFREQ,
-    V_NWEIGHTS,
     V_PARTS,
     V_RMAPS,
     V_W,
@@ -95,6 +94,8 @@ from .loop import (
     V_XSTART,
     allocate,
     context_columns,
+    decode_byte,
+    decode_run,
     group_column,
     n_inputs,
     prime,
@@ -118,9 +119,8 @@ class ContextMixer:
 
     ``nibbles`` (format 5): a byte is two 16-symbol nibbles, only the byte's path evaluated.
     ``freq`` (16,) is then the next byte's high-nibble table, and ``freq_low`` (16,) the low
-    nibble's once ``advance_nibble`` has been given the high nibble (each >= 1, sum 2^24);
-    ``weights`` and ``weights_low`` (16,) float64 the same tables as constriction takes them
-    (``coder.constriction_weights``).
+    nibble's once ``advance_nibble`` has been given the high nibble (each >= 1, sum 2^24).
+    ``decode_byte`` and ``decode_run`` decode with those tables inside the compiled loop.
     """
 
     def __init__(self, cfg=DEFAULT, nibbles=False):
@@ -139,12 +139,10 @@ class ContextMixer:
         self.dims[D_NIBBLES] = self.nibbles
         self._init_tables(cfg)
         self.freq = view(b, self.offs, V_FREQ)
-        self.freq_low = self.weights = self.weights_low = None
+        self.freq_low = None
         if self.nibbles:
             nfreq = view(b, self.offs, V_NFREQ)
             self.freq, self.freq_low = nfreq[:16], nfreq[16:]
-            nweights = view(b, self.offs, V_NWEIGHTS)
-            self.weights, self.weights_low = nweights[:16], nweights[16:]
         # Work arrays of advance_byte and of calls without a Mamba or without trust.
         self._byte = np.zeros(1, np.uint8)
         self._pdf = np.zeros((1, 256), np.float32)
@@ -296,3 +294,17 @@ class ContextMixer:
         ``freq_low`` to its low nibble's table. Allocates nothing."""
         self._inbyte[0] = high
         step_low(*self._bufs7, self.offs, self.dims)
+
+    def decode_byte(self, decoder):
+        """Decode-side, with ``nibbles``, one call for what ``advance_nibble`` and two
+        decodes do: the next byte from ``decoder`` (coder.Decoder) under ``freq`` and then
+        ``freq_low``, not yet learned (``advance_byte`` follows). Returns the byte, or -1
+        where the words do not decode, -2 past the decoder's cost budget."""
+        return decode_byte(*self._bufs7, self.offs, self.dims, decoder.words, decoder.state,
+                           decoder.cost)  # fmt: skip
+
+    def decode_run(self, decoder, out, start, stop):
+        """decode_byte and advance_byte for out[start:stop] (uint8) in one call, without the
+        Mamba. Returns 0, or decode_byte's error at the first byte that gives one."""
+        return decode_run(*self._bufs7, self.offs, self.dims, decoder.words, decoder.state,
+                          decoder.cost, out, start, stop)  # fmt: skip

@@ -45,10 +45,13 @@ each nibble's 16-way table the same way on the nibble's own tree (nibble_table):
 = f_high / 2^24 * f_low / 2^24 is again the product of the 8 split ratios on b's path.
 """
 
+import math
+
 import numpy as np
 
+from ..coder import range_decode
 from ..jit import kernel, kernel_inline
-from ..kernels.step import FREQ_TOTAL
+from ..kernels.step import FREQ_BITS, FREQ_TOTAL
 from .apm import apm_predict, apm_predict_bits, apm_update, apm_update_counted
 from .byte_pdf import node_prob, node_sums
 from .combiner import combine, row_scale, train
@@ -150,7 +153,6 @@ VIEWS = (
     ("bh", "u8"),
     ("bmaps", "i32"),
     ("bidx", "i32"),
-    ("nweights", "f64"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
@@ -159,7 +161,7 @@ VIEWS = (
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
  V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS, V_RMAPS,
  V_RIDX, V_APM4, V_AIDX4, V_APM1N, V_APM2N, V_APMSN, V_APM4N,
- V_MT2, V_WN, V_WFN, V_BH, V_BMAPS, V_BIDX, V_NWEIGHTS) = range(len(VIEWS))  # fmt: skip
+ V_MT2, V_WN, V_WFN, V_BH, V_BMAPS, V_BIDX) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -306,7 +308,6 @@ def layout(cfg):
         "bh": (1 << cfg.ctx_log) * 2 if cfg.slot_bytes else 0,
         "bmaps": C * BYTE_ENTRIES if cfg.slot_bytes else 0,
         "bidx": 256 * C if cfg.slot_bytes else 0,
-        "nweights": 32,
     }
 
 
@@ -508,7 +509,6 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
         _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, -1, -1)
         nibble_table_bits(_carve(i32, offs, V_NFREQ), 0, _carve(i64, offs, V_NMASS),
                           _carve(i32, offs, V_P12), -1, dims[D_PBITS])  # fmt: skip
-        _coder_weights(_carve(f64, offs, V_NWEIGHTS), _carve(i32, offs, V_NFREQ), 0)
         return
     _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, -1, 15)
     freq, mass = _carve(i32, offs, V_FREQ), _carve(i64, offs, V_MASS)
@@ -523,16 +523,6 @@ def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
     _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib, nib)
     nibble_table_bits(_carve(i32, offs, V_NFREQ), 16, _carve(i64, offs, V_NMASS),
                       _carve(i32, offs, V_P12), nib, dims[D_PBITS])  # fmt: skip
-    _coder_weights(_carve(f64, offs, V_NWEIGHTS), _carve(i32, offs, V_NFREQ), 16)
-
-
-@kernel_inline
-def _coder_weights(nweights, nfreq, at):
-    """nweights[at : at + 16] = the nibble table as the decoder hands it to constriction
-    (coder.constriction_weights, f - 1 exactly in float64): made here, it costs the decoder
-    no NumPy call per nibble."""
-    for k in range(at, at + 16):
-        nweights[k] = np.float64(nfreq[k] - 1)
 
 
 @kernel_inline
@@ -816,3 +806,41 @@ def step_low(u8, u16, u64b, i32, i64, f64, f32, offs, dims):
     the high nibble in view inbyte."""
     _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, _carve(f32, offs, V_INPDF),
                  dims[D_MAMBA] != 0, _carve(i64, offs, V_INBYTE)[0])  # fmt: skip
+
+
+@kernel
+def decode_byte(u8, u16, u64b, i32, i64, f64, f32, offs, dims, words, coder, cost):
+    """Format 5, the decoder's call per byte before the byte is learned: its high nibble
+    decoded (coder.range_decode, the decoder's state in ``coder``) under the table of the
+    last step, the low nibble's table, the low nibble decoded. Returns the byte; -1 where
+    the words cannot come from these tables, -2 once the bytes decoded cost more bits
+    (cost[0], each byte's 48 - log2 of its two frequencies) than the words hold (cost[1])."""
+    nfreq = _carve(i32, offs, V_NFREQ)
+    high = range_decode(words, coder, nfreq, 0, 16)
+    if high < 0:
+        return -1
+    _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, _carve(f32, offs, V_INPDF),
+                 dims[D_MAMBA] != 0, high)  # fmt: skip
+    low = range_decode(words, coder, nfreq, 16, 16)
+    if low < 0:
+        return -1
+    cost[0] += 2 * FREQ_BITS - math.log2(nfreq[high]) - math.log2(nfreq[16 + low])
+    if cost[0] > cost[1]:
+        return -2
+    return (high << 4) | low
+
+
+@kernel
+def decode_run(u8, u16, u64b, i32, i64, f64, f32, offs, dims, words, coder, cost, out, start,
+               stop):  # fmt: skip
+    """Format 5 without the Mamba: out[start:stop] decoded and learned, decode_byte then step
+    for each byte. Returns 0, or decode_byte's error once it gives one."""
+    inbyte = _carve(i64, offs, V_INBYTE)
+    for i in range(start, stop):
+        byte = decode_byte(u8, u16, u64b, i32, i64, f64, f32, offs, dims, words, coder, cost)
+        if byte < 0:
+            return byte
+        out[i] = byte
+        inbyte[0] = byte
+        step(u8, u16, u64b, i32, i64, f64, f32, offs, dims)
+    return 0

@@ -126,7 +126,8 @@ class Encoder:
 class Decoder:
     """A block's words (uint32) and the compiled decoder's state. ``cost`` (float64 (2,)):
     the code length of the bytes decoded so far and the most their words can hold (bits),
-    kept by the predictor's decoding kernels (blocks._decode_block)."""
+    kept by the predictor's nibble-decoding kernels (loop.decode_byte); ``decode``, a symbol
+    at a time for the other formats, leaves the count to its caller."""
 
     def __init__(self, words, budget=np.inf):
         self.words = np.ascontiguousarray(words, dtype=np.uint32)

@@ -7,7 +7,7 @@ Per file: bits/byte of the CM alone (the sum of -log2 p over the file, from ``ad
 chunks), µs/byte of ``advance`` and of ``advance_byte`` (the decoder's call, timed on the first
 ``--byte-limit`` bytes with a fresh predictor; it must give the same tables; format 5: with
 ``advance_nibble`` between a byte's two nibbles), µs/byte of decoding those bytes from their
-range-coded words as blocks.py does (the predictor's calls and constriction's decoding), and
+range-coded words as blocks.py does (format 5: decoding inside the compiled loop), and
 the memory of the config. Compile time is excluded (one warm-up call on a tiny config first).
 ``--format 4``: all 255 nodes, one 256-symbol table per byte (formats 3 and 4); ``5``: the
 nibble coding, only the byte's path (format 5). The script also runs on a checkout from
@@ -86,13 +86,13 @@ class _Adapter:
 
     def __init__(self, mixer):
         self.mixer, self.nibbles = mixer, NIBBLES
-        self.freq, self.freq_low = mixer.freq, getattr(mixer, "freq_low", None)
+        self.freq = mixer.freq
 
     def advance_byte(self, byte):
         self.mixer.advance_byte(byte)
 
-    def advance_nibble(self, high):
-        self.mixer.advance_nibble(high)
+    def decode_nibbles(self, decoder, out, start, stop):
+        return self.mixer.decode_run(decoder, out, start, stop)
 
 
 def coded_decode(cfg, data):

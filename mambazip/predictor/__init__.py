@@ -290,8 +290,9 @@ class ContextMixer:
         step(*self._bufs7, self.offs, self.dims)
 
     def advance_nibble(self, high):
-        """Decode-side, with ``nibbles``: the next byte's high nibble is ``high``; set
-        ``freq_low`` to its low nibble's table. Allocates nothing."""
+        """With ``nibbles``: the next byte's high nibble is ``high``; set ``freq_low`` to its
+        low nibble's table (the step between a byte's two nibbles that ``decode_byte`` makes
+        inside its one call). Allocates nothing."""
         self._inbyte[0] = high
         step_low(*self._bufs7, self.offs, self.dims)
 

@@ -18,7 +18,6 @@ import numpy as np
 from . import container, transforms
 from .coder import Decoder, Encoder, shortest_payload
 from .errors import ChecksumError, FormatError
-from .kernels.step import FREQ_BITS
 from .observe import SILENT, InOriginalBytes
 
 CHUNK = 4096  # bytes per compiled call when compressing: pdfs of a chunk are 4 MB
@@ -347,14 +346,9 @@ def _decode_block(predictor, words, n_bytes, observer):
     decoder = Decoder(words, budget)
     if predictor.nibbles:
         return _decode_nibbles(predictor, decoder, n_bytes, observer)
-    spent = 0.0
     out = np.empty(n_bytes, dtype=np.uint8)
     for i in range(n_bytes):
-        freq = predictor.freq
-        byte = decoder.decode(freq)
-        spent += FREQ_BITS - math.log2(freq[byte])
-        if spent > budget:
-            raise FormatError("corrupt file: a block decodes to more than its data can hold")
+        byte = decoder.decode(predictor.freq)
         out[i] = byte
         predictor.advance_byte(byte)
         if (i + 1) % CHUNK == 0:
@@ -370,10 +364,6 @@ def _decode_nibbles(predictor, decoder, n_bytes, observer):
     out = np.empty(n_bytes, dtype=np.uint8)
     for start in range(0, n_bytes, CHUNK):
         stop = min(start + CHUNK, n_bytes)
-        error = predictor.decode_nibbles(decoder, out, start, stop)
-        if error == -1:
-            raise FormatError("corrupt file: the compressed data does not decode")
-        if error:
-            raise FormatError("corrupt file: a block decodes to more than its data can hold")
+        decoder.check(predictor.decode_nibbles(decoder, out, start, stop))
         observer.progress(stop - start, 0.0)
     return out.tobytes()

@@ -22,6 +22,8 @@ at 2^64 - 1), point, the 64 bits of the words read so far that locate the code w
 interval, and pos, the next word to read (words past the end read as 0).
 """
 
+import math
+
 import constriction
 import numpy as np
 
@@ -125,9 +127,8 @@ class Encoder:
 
 class Decoder:
     """A block's words (uint32) and the compiled decoder's state. ``cost`` (float64 (2,)):
-    the code length of the bytes decoded so far and the most their words can hold (bits),
-    kept by the predictor's nibble-decoding kernels (loop.decode_byte); ``decode``, a symbol
-    at a time for the other formats, leaves the count to its caller."""
+    the code length of the symbols decoded so far and the most their words can hold (bits),
+    kept by ``decode`` and by the predictor's nibble-decoding kernels (loop.decode_byte)."""
 
     def __init__(self, words, budget=np.inf):
         self.words = np.ascontiguousarray(words, dtype=np.uint32)
@@ -136,11 +137,21 @@ class Decoder:
         self.cost = np.array([0.0, budget])
 
     def decode(self, freq):
-        """One symbol under freq (V,) int32."""
+        """One symbol under freq (V,) int32 (summing to 2^PRECISION), its cost counted."""
         symbol = decode_one(self.words, self.state, freq)
-        if symbol < 0:
-            raise FormatError("corrupt file: the compressed data does not decode")
+        if symbol >= 0:
+            self.cost[0] += PRECISION - math.log2(freq[symbol])
+        self.check(symbol if symbol < 0 or self.cost[0] <= self.cost[1] else -2)
         return symbol
+
+    @staticmethod
+    def check(code):
+        """Raise FormatError for a decoding kernel's error code: -1, words that do not
+        decode; -2, symbols that cost more bits than the words hold."""
+        if code == -1:
+            raise FormatError("corrupt file: the compressed data does not decode")
+        if code == -2:
+            raise FormatError("corrupt file: a block decodes to more than its data can hold")
 
 
 def shortest_payload(words, symbols, freqs):

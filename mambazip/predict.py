@@ -129,7 +129,6 @@ class Predictor:
             out[i] = byte
             self.learner.advance_byte_pdf(byte)
             self.context.advance_byte(byte, self.learner.pdf)
-        self.freq = self.context.freq
         return 0
 
     @property

@@ -5,8 +5,9 @@ predictor runs on.
 Compression runs the predictor over a chunk in one compiled call and then codes the chunk's
 bytes with the tables it produced; decompression must decode a byte before it can feed it,
 so it calls the same compiled loop one byte at a time. With nibbles (format 5) a byte is
-two symbols of 16, its high nibble then its low nibble: the decoder makes one compiled call
-per nibble (the low nibble's table needs the high nibble).
+two symbols of 16, its high nibble then its low nibble, and with mix.bits 8 symbols of 2:
+the decoder decodes a byte in one compiled call (the low nibble's table needs the high
+nibble, a bit's node the bits before it).
 """
 
 import math
@@ -189,7 +190,9 @@ def _code(predictor, data, stats, observer, tables=None):
         if observer.trust and predictor.context is not None:
             shares = np.zeros((chunk.shape[0], len(predictor.part_names)), np.float32)
         freqs, p = predictor.advance(chunk, trust=shares, then=data[i + CHUNK : i + 2 * CHUNK])
-        if predictor.nibbles:
+        if predictor.bits:
+            symbols, rows = np.unpackbits(chunk), freqs.reshape(-1, 2)
+        elif predictor.nibbles:
             symbols, rows = nibbles_of(chunk), freqs.reshape(-1, 16)
         else:
             symbols, rows = chunk, freqs

@@ -84,6 +84,8 @@ def encode(source, destination, plan, observer=SILENT):
     if source.name is not None and not container.valid_name(source.name):
         raise ConfigError(f"cannot store the file name {source.name!r}: not a plain file name")
     block = read_up_to(source.file, layout.block_size)
+    if block and not nibbles and settings.mix is not None and settings.mix.bits:
+        raise ConfigError(f"mix.bits needs format version 5 or later, not {layout.version}")
     newest = layout.version or container.VERSION
     compact = settings.mix is not None and newest >= container.COMPACT
     memo = None

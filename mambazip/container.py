@@ -35,7 +35,9 @@ context-mixing predictor codes each byte as two 16-symbol nibbles (its high nibb
 low nibble under a table that depends on the high one), evaluating only the byte's path in
 the byte tree, where versions 3 and 4 code one 256-symbol table of all 255 nodes. It is
 written whenever the settings mix (an unframed stream of them is one frame of any length);
-the Mamba alone keeps writing versions 1 to 4.
+the Mamba alone keeps writing versions 1 to 4. With ``mix.bits`` in the settings (version 5
+and later) a byte is instead 8 two-symbol decisions, its high bit first, each table
+{2^24 - r, r} with r the node's probability of a 1 in 24 bits.
 
 Version 2 adds truncated BPTT (``bptt`` in the training settings). Version 3 adds the
 context-mixing predictor (``mix`` in the settings), stored blocks (a block whose coded form
@@ -194,6 +196,9 @@ def read_header(f, following=False):
     if (header["settings"] is not None
             and format_version(header["settings"], nibbles=False) > version):  # fmt: skip
         raise FormatError(f"corrupt header: settings need format version {version + 1}")
+    mix = header["settings"].mix if header["settings"] is not None else None
+    if mix is not None and mix.bits and version < NIBBLES:
+        raise FormatError(f"corrupt header: mix.bits in a version {version} file")
     if version >= 4 and header["settings"] is None:
         raise FormatError("corrupt header: no settings")
     return {"version": version, **header}
@@ -935,6 +940,57 @@ V6_BASES = (
               "mamba_sel": 0, "mamba_lr": 0, "mamba_w0": 16, "mamba_eapm": 0, "level": 7},
       "seed": 0},
      None),
+    # entry 14 coding each byte as 8 binary decisions (mix.bits), the default preset's from
+    # 2026-12-07
+    ({"model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0005, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 50000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"embed": 2.0, "head": 4.0}, "rerun": False, "overlap": True},
+      "mix": {"mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
+              "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 4, "final_lr": 1, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "promote": True,
+              "level": 7,
+              "bits": True},
+      "seed": 0},
+     "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
+    # entry 15 with mix.bits, the default preset from its prior
+    ({"model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0002, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 50000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"embed": 2.0, "head": 4.0}, "rerun": False, "overlap": True},
+      "mix": {"mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
+              "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 4, "final_lr": 1, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "promote": True,
+              "level": 7,
+              "bits": True},
+      "seed": 0},
+     "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
+    # entry 17 with mix.bits, the fast preset's from 2026-12-07
+    ({"model": {"d_model": 48, "n_layer": 1, "d_inner": 96, "dt_rank": 3, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0015, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 100000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"head": 2.0}},
+      "mix": {"mamba": False, "max_order": 4, "word": True, "sparse": False, "match": True,
+              "final": True, "apm": True, "ctx_log": 20, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 8, "final_lr": 2, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 0, "mamba_lr": 0, "mamba_w0": 16, "mamba_eapm": 0, "level": 7,
+              "bits": True},
+      "seed": 0},
+     None),
 )  # fmt: skip
 
 # A short-form input of at most SMALL_INPUT bytes that a preset's settings would code (those
@@ -944,7 +1000,8 @@ V6_BASES = (
 # 1,455 / 2,655 bytes become 36 / 87 / 396 / 1,419 / 2,638; at 16,000 they would cost 0.5 %
 # (benchmarks/bench-2026-12-03-small-inputs.md).
 SMALL_INPUT = 8192
-SMALL_BASES = {0: 3, 4: 3, 5: 6, 7: 6, 8: 6, 9: 6, 10: 6, 11: 6, 12: 6, 13: 6, 14: 6, 15: 6}
+SMALL_BASES = {0: 3, 4: 3, 5: 6, 7: 6, 8: 6, 9: 6, 10: 6, 11: 6, 12: 6, 13: 6, 14: 6, 15: 6, 18: 6,
+               19: 6}  # fmt: skip
 
 
 def small_input_settings(settings, n):

@@ -53,11 +53,13 @@ class Predictor:
                 self.learner = OnlineLearner(settings, replay_chunk=replay_chunk)
         self.context = None
         self.nibbles = False
+        self.bits = False  # a byte coded as 8 binary decisions (mix.bits, from format 5)
         if mix is None:
             self.freq = self.learner.freq
             return
         self.nibbles = bool(nibbles)
         self.context = ContextMixer(mix, self.nibbles)
+        self.bits = self.context.bits
         self.context.prime(self.learner.pdf if self.learner else None)
         self.freq = self.context.freq
 

@@ -6,7 +6,8 @@
 Per file: bits/byte of the CM alone (the sum of -log2 p over the file, from ``advance`` over 4 KB
 chunks), µs/byte of ``advance`` and of ``advance_byte`` (the decoder's call, timed on the first
 ``--byte-limit`` bytes with a fresh predictor; it must give the same tables; format 5: with
-``advance_nibble`` between a byte's two nibbles), µs/byte of decoding those bytes from their
+``advance_nibble`` between a byte's two nibbles; not with ``--set bits=true``, whose decoder
+has no call between a byte's bits), µs/byte of decoding those bytes from their
 range-coded words as blocks.py does (format 5: decoding inside the compiled loop), and
 the memory of the config. Compile time is excluded (one warm-up call on a tiny config first).
 ``--format 4``: all 255 nodes, one 256-symbol table per byte (formats 3 and 4); ``5``: the
@@ -102,7 +103,9 @@ def coded_decode(cfg, data):
     mixer.prime()
     freqs, _ = mixer.advance(data)
     enc = Encoder()
-    if NIBBLES:
+    if mixer.bits:
+        enc.encode(np.unpackbits(data), freqs.reshape(-1, 2))
+    elif NIBBLES:
         enc.encode(blocks.nibbles_of(data), freqs.reshape(-1, 16))
     else:
         enc.encode(data, freqs)
@@ -151,8 +154,10 @@ def main():
         )
         if args.byte_limit:
             part = data[: args.byte_limit]
-            dsecs, same = decode_side(cfg, part)
-            line += f", advance_byte {dsecs / part.size * 1e6:.2f} us/byte (same tables: {same})"
+            if not (NIBBLES and cfg.bits):  # bits: no call between a byte's bits to time
+                dsecs, same = decode_side(cfg, part)
+                line += (f", advance_byte {dsecs / part.size * 1e6:.2f} us/byte (same tables: "
+                         f"{same})")  # fmt: skip
             csecs, ok = coded_decode(cfg, part)
             line += f", coded decode {csecs / part.size * 1e6:.2f} us/byte (round trip: {ok})"
         print(line, flush=True)

@@ -274,6 +274,27 @@ CASES = {
         ),
         # V6_BASES entry 17: the fast preset at mix level 7, named by its base alone.
         "fast-base17-short": (TEXT[:400], {}, {}, {"mix": "fast", "extras": {}, "seed": 0}),
+        # V6_BASES entries 18 to 20: entries 14, 15 and 17 coding bits (mix.bits), the
+        # default preset's (as it codes an input it does not start from its prior for, and
+        # from its prior) and the fast preset's from 2026-12-07.
+        "default-base18-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "bits": True},
+        ),
+        "default-base19-prior-PRIOR-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
+        ),
+        "fast-base20-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "fast", "extras": {}, "seed": 0, "bits": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (
@@ -315,7 +336,17 @@ def prior_sha(prior):
 
 def settings_of(model, train, options):
     """The case's Settings: the default preset with the case's model and training, and for
-    version 3 its mixing (the preset's tables only for "preset"); "fast": the fast preset."""
+    version 3 its mixing (the preset's tables only for "preset"); "fast": the fast preset.
+    Its mixing codes bits (mix.bits, the presets' since 2026-12-07) only where the case's
+    "bits" says so: the cases from before keep the nibbles they were written with."""
+    settings = _preset_settings(model, train, options)
+    if settings.mix is not None:
+        mix = dataclasses.replace(settings.mix, bits=options.get("bits", False))
+        settings = dataclasses.replace(settings, mix=mix)
+    return settings
+
+
+def _preset_settings(model, train, options):
     mix = options.get("mix", "none")
     if mix == "fast":
         return mambazip.resolve_settings("fast", seed=options.get("seed", 1234))

@@ -73,16 +73,17 @@ json.dump({
 # The tiny model, with bptt=1 and with truncated BPTT over 7-byte segments (the input is
 # no multiple of 7); a model whose sizes are no multiple of any SIMD width, so vectorised
 # loops have remainders, with bptt=1 and 5; and every preset (the shapes users get), on a
-# short input. Mixing writes format 5 (the nibble coding); "tiny-mix-v3" and
-# "tiny-cm-v3" write it as format 3 did (all 255 nodes), "tiny-cm" is format 5 without the
-# Mamba.
+# short input. Mixing writes format 6 coding bits (mix.bits); "tiny-mix-nibbles" the
+# nibbles of format 5, "tiny-mix-v3" and "tiny-cm-v3" write it as format 3 did (all 255
+# nodes), "tiny-cm" is format 6 without the Mamba.
 ODD_MODEL = {"d_model": 12, "n_layer": 2, "d_inner": 20, "d_state": 5, "d_conv": 3, "dt_rank": 3}
 # Every recipe knob at once on the tiny model (tests/test_recipe.py has them one by one).
 RECIPE = {"bptt": 4, "horizon": 12, "curriculum": 600, "iters": 2, "beta1": 0.0,
           "beta2_warmup": True, "lr_scale": {"head": 2.0}, "replay_every": 1024,
           "replay_window": 700, "replay_passes": 2}  # fmt: skip
 CASES = ("tiny", "tiny-bptt7", "tiny-recipe", "odd-sizes", "odd-sizes-bptt5", "tiny-cm",
-         "tiny-mix-v3", "tiny-cm-v3", *(f"preset-{name}" for name in preset_names()))  # fmt: skip
+         "tiny-mix-nibbles", "tiny-mix-v3", "tiny-cm-v3",
+         *(f"preset-{name}" for name in preset_names()))  # fmt: skip
 VERSIONS = {"tiny-mix-v3": 3, "tiny-cm-v3": 3}  # cases written as an older format version
 
 
@@ -93,6 +94,10 @@ def cases(tmp_path_factory, tiny_settings, sample):
     directory = tmp_path_factory.mktemp("determinism-inputs")
     data = (sample * 2)[:5000]
     cm = dataclasses.replace(tiny_settings.mix, mamba=False)
+    nibbles = dataclasses.replace(
+        tiny_settings, mix=dataclasses.replace(cm, mamba=True, bits=False)
+    )
+    cm_nibbles = dataclasses.replace(nibbles, mix=dataclasses.replace(cm, bits=False))
     bptt7 = dataclasses.replace(tiny_settings.train, bptt=7)
     table = {
         "tiny": (tiny_settings, data),
@@ -104,8 +109,9 @@ def cases(tmp_path_factory, tiny_settings, sample):
             data,
         ),
         "tiny-cm": (dataclasses.replace(tiny_settings, mix=cm), data),
-        "tiny-mix-v3": (tiny_settings, data),
-        "tiny-cm-v3": (dataclasses.replace(tiny_settings, mix=cm), data),
+        "tiny-mix-nibbles": (nibbles, data),
+        "tiny-mix-v3": (nibbles, data),
+        "tiny-cm-v3": (cm_nibbles, data),
     }
     for name in preset_names():
         table[f"preset-{name}"] = (mambazip.resolve_settings(name), data[:1500])

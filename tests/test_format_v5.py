@@ -168,14 +168,21 @@ def test_advance_over_chunks_gives_the_tables_the_decoder_computes_nibble_by_nib
 
 
 def coded_chunk(cfg, data, pdfs):
-    """The range coder's words of data (one chunk) coded as format 5 codes it, and the
-    encoder's tables and probabilities."""
+    """The range coder's words of data (one chunk) coded as format 5 codes it (nibbles, or
+    with cfg.bits 8 bits a byte), and the encoder's tables and probabilities."""
     enc = ContextMixer(cfg, nibbles=True)
     enc.prime(pdfs[0] if cfg.mamba else None)
     freqs, p = enc.advance(data, None if pdfs is None else pdfs[1:])
     coder = Encoder()
-    coder.encode(np.stack([data >> 4, data & 15], 1).reshape(-1), freqs.reshape(-1, 16))
+    if cfg.bits:
+        coder.encode(np.unpackbits(data), freqs.reshape(-1, 2))
+    else:
+        coder.encode(np.stack([data >> 4, data & 15], 1).reshape(-1), freqs.reshape(-1, 16))
     return coder.finish(), freqs, p
+
+
+# The two codings of format 5 that decode_run decodes: nibbles, and bits (mix.bits).
+CODINGS = [SMALL, dataclasses.replace(SMALL, bits=True)]
 
 
 @pytest.mark.parametrize("mamba", [False, True])
@@ -197,10 +204,11 @@ def test_decode_byte_decodes_each_byte_with_the_tables_advance_nibble_gives(mamb
     assert math.isclose(decoder.cost[0], -np.log2(p).sum(), rel_tol=1e-12)
 
 
-def test_decode_run_decodes_and_learns_a_chunk_as_decode_byte_then_advance_byte_do():
+@pytest.mark.parametrize("cfg", CODINGS, ids=["nibbles", "bits"])
+def test_decode_run_decodes_and_learns_a_chunk_as_decode_byte_then_advance_byte_do(cfg):
     data = np.frombuffer(TEXT, np.uint8)
-    words, _, _ = coded_chunk(SMALL, data, None)
-    one, run = ContextMixer(SMALL, nibbles=True), ContextMixer(SMALL, nibbles=True)
+    words, _, _ = coded_chunk(cfg, data, None)
+    one, run = ContextMixer(cfg, nibbles=True), ContextMixer(cfg, nibbles=True)
     one.prime()
     run.prime()
     d_one, d_run = Decoder(words), Decoder(words)
@@ -217,17 +225,18 @@ def test_decode_run_decodes_and_learns_a_chunk_as_decode_byte_then_advance_byte_
     assert np.array_equal(d_run.state, d_one.state) and np.array_equal(d_run.cost, d_one.cost)
 
 
-def test_decode_run_stops_at_words_that_do_not_decode_or_past_the_budget():
+@pytest.mark.parametrize("cfg", CODINGS, ids=["nibbles", "bits"])
+def test_decode_run_stops_at_words_that_do_not_decode_or_past_the_budget(cfg):
     data = np.frombuffer(TEXT, np.uint8)
-    words, _, p = coded_chunk(SMALL, data, None)
+    words, _, p = coded_chunk(cfg, data, None)
     # Every word all ones: the point lies past the tables' total (constriction's invalid data).
-    dec = ContextMixer(SMALL, nibbles=True)
+    dec = ContextMixer(cfg, nibbles=True)
     dec.prime()
     out = np.zeros(data.size, np.uint8)
     assert dec.decode_run(Decoder(np.full(8, 0xFFFFFFFF, np.uint32)), out, 0, data.size) == -1
     # A budget the first 100 bytes already exceed: decoding stops there.
     budget = float(-np.log2(p[:100]).sum())
-    dec = ContextMixer(SMALL, nibbles=True)
+    dec = ContextMixer(cfg, nibbles=True)
     dec.prime()
     decoder = Decoder(words, budget)
     assert dec.decode_run(decoder, out, 0, data.size) == -2

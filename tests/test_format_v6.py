@@ -119,10 +119,10 @@ def test_the_base_prior_is_named_without_its_digest(base):
     assert parsed["model_sha256"] == prior
 
 
-# Today's default preset (level 7, promote, final_lr 1, no rerun, overlap) naming its prior
-# 31e2540a; without a prior (input not text) its settings are entry 12's, the lower index.
-DEFAULT_BASE = 14
-PRIOR_BASE = 15  # the same from its prior 31e2540a (preset "prior_train")
+# Today's default preset (level 7, promote, final_lr 1, no rerun, overlap, mix.bits) naming
+# its prior 31e2540a.
+DEFAULT_BASE = 18
+PRIOR_BASE = 19  # the same from its prior 31e2540a (preset "prior_train")
 SMALL_PRIOR_BASE = 16  # its small-input counterpart's settings with that prior
 
 
@@ -133,11 +133,18 @@ def test_the_default_preset_is_its_base_and_names_it_and_its_prior_in_one_byte()
     assert header[4:] == container.varint(DEFAULT_BASE)
 
 
-def test_the_default_preset_without_a_prior_names_the_lower_entry_of_its_settings():
+def test_the_default_preset_without_a_prior_names_its_base_all_the_same():
     header = container.compact_header(mambazip.resolve_settings("default"))
     assert header[3] == container.F_BASE
-    assert header[4:] == container.varint(12)
-    assert container.V6_BASES[12][0] == container.V6_BASES[DEFAULT_BASE][0]
+    assert header[4:] == container.varint(DEFAULT_BASE)
+
+
+def test_settings_of_two_entries_without_a_prior_name_the_lower_one():
+    """Entries 12 and 14 differ only in the prior they name (the default preset's before
+    mix.bits): without a prior, the header names 12."""
+    assert container.V6_BASES[12][0] == container.V6_BASES[14][0]
+    header = container.compact_header(mambazip.Settings.from_dict(container.V6_BASES[14][0]))
+    assert header[3:] == bytes([container.F_BASE]) + container.varint(12)
 
 
 def test_the_default_from_its_prior_is_its_own_base_in_one_byte():
@@ -311,12 +318,13 @@ def test_a_preset_short_input_codes_with_its_small_input_counterpart():
     small = mambazip.Settings.from_dict(container.V6_BASES[container.SMALL_BASES[DEFAULT_BASE]][0])
     # The counterpart is the default preset with fewer, faster-learning context models, its
     # Mamba outside the final combiner, and the rerun after each update kept (the settings
-    # measured on short inputs before level 4: bench-2026-12-03-small-inputs.md).
+    # measured on short inputs before level 4: bench-2026-12-03-small-inputs.md), coding
+    # nibbles (it predates mix.bits; a short input's time is mostly start-up).
     assert small.model == settings.model
     assert small.train == dataclasses.replace(settings.train, rerun=True, overlap=False)
     assert small.mix == dataclasses.replace(settings.mix, max_order=4, sparse=False,
                                             combiner_lr=16, final_lr=8, level=0,
-                                            promote=False)  # fmt: skip
+                                            promote=False, bits=False)  # fmt: skip
     for n in (1, container.SMALL_INPUT):
         assert container.small_input_settings(settings, n) == small
     for n in (0, container.SMALL_INPUT + 1):

@@ -20,6 +20,7 @@ from .context import history_map_init, state_map_init
 from .counters import map_init
 from .history import KIND_CODES
 from .loop import (
+    BITS,
     D_ACOUNT,
     D_APM,
     D_APM2_MASK,
@@ -121,6 +122,8 @@ class ContextMixer:
     ``freq`` (16,) is then the next byte's high-nibble table, and ``freq_low`` (16,) the low
     nibble's once ``advance_nibble`` has been given the high nibble (each >= 1, sum 2^24).
     ``decode_byte`` and ``decode_run`` decode with those tables inside the compiled loop.
+    ``bits`` (nibbles and mix.bits): a byte is 8 binary decisions, its nodes predicted as its
+    bits are coded; ``freq`` (16,) then holds the last byte's 8 two-way tables.
     """
 
     def __init__(self, cfg=DEFAULT, nibbles=False):
@@ -128,6 +131,7 @@ class ContextMixer:
             raise TypeError("cfg must be a MixConfig")
         self.cfg = cfg
         self.nibbles = bool(nibbles)
+        self.bits = self.nibbles and cfg.bits
         self.part_names = cfg.part_names
         self.buffers, self.offs = allocate(cfg)
         b = self.buffers
@@ -136,11 +140,13 @@ class ContextMixer:
         self._inbyte = view(b, self.offs, V_INBYTE)
         self._inpdf = view(b, self.offs, V_INPDF)
         self.dims = self._dims(cfg)
-        self.dims[D_NIBBLES] = self.nibbles
+        self.dims[D_NIBBLES] = BITS if self.bits else self.nibbles
         self._init_tables(cfg)
         self.freq = view(b, self.offs, V_FREQ)
         self.freq_low = None
-        if self.nibbles:
+        if self.bits:
+            self.freq = view(b, self.offs, V_NFREQ)[:16]
+        elif self.nibbles:
             nfreq = view(b, self.offs, V_NFREQ)
             self.freq, self.freq_low = nfreq[:16], nfreq[16:]
         # Work arrays of advance_byte and of calls without a Mamba or without trust.
@@ -149,6 +155,7 @@ class ContextMixer:
         self._freqs1 = np.zeros((1, 256), np.int32)
         self._p1 = np.zeros(1, np.float64)
         self._trust1 = np.zeros((1, len(self.part_names)), np.float32)
+        self._coder = (np.zeros(0, np.uint32), np.zeros(4, np.uint64), np.zeros(2))
 
     @staticmethod
     def _dims(cfg):
@@ -261,11 +268,13 @@ class ContextMixer:
         Returns (freqs (n, 256) int32, the table each byte is coded with; p (n,) float64, its
         probability freqs[i, data[i]] / 2^24). Afterwards ``freq`` is the next byte's table.
         With ``nibbles``: freqs (n, 32), row i the tables of data[i]'s high nibble (:16) and
-        of its low nibble (16:), p[i] the product of the two nibbles' probabilities."""
+        of its low nibble (16:), p[i] the product of the two nibbles' probabilities; with
+        ``bits``: freqs (n, 16), row i the 8 two-way tables of data[i]'s bits, the most
+        significant first, p[i] the product of the 8 bits' probabilities."""
         data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         n = data.shape[0]
         pdfs, use = self._pdf_arg(mamba_pdfs, n) if n else (self._pdf, False)
-        freqs = np.empty((n, 32 if self.nibbles else 256), np.int32)
+        freqs = np.empty((n, 16 if self.bits else 32 if self.nibbles else 256), np.int32)
         p = np.empty(n, np.float64)
         want = trust is not None
         if want:
@@ -274,7 +283,8 @@ class ContextMixer:
             trust[:] = 0.0
         else:
             trust = self._trust1
-        run(*self._bufs, self.offs, self.dims, data, pdfs, use, freqs, p, trust, want)
+        run(*self._bufs, self.offs, self.dims, data, pdfs, use, freqs, p, trust, want,
+            self._coder)  # fmt: skip
         return freqs, p
 
     def advance_byte(self, byte, mamba_pdf=None):
@@ -293,14 +303,17 @@ class ContextMixer:
         """With ``nibbles``: the next byte's high nibble is ``high``; set ``freq_low`` to its
         low nibble's table (the step between a byte's two nibbles that ``decode_byte`` makes
         inside its one call). Allocates nothing."""
+        if self.bits:
+            raise ValueError("advance_nibble: this predictor codes bits (mix.bits)")
         self._inbyte[0] = high
         step_low(*self._bufs7, self.offs, self.dims)
 
     def decode_byte(self, decoder):
         """Decode-side, with ``nibbles``, one call for what ``advance_nibble`` and two
         decodes do: the next byte from ``decoder`` (coder.Decoder) under ``freq`` and then
-        ``freq_low``, not yet learned (``advance_byte`` follows). Returns the byte, or -1
-        where the words do not decode, -2 past the decoder's cost budget."""
+        ``freq_low`` (with ``bits``: its 8 bits, each node predicted as its bit is due), not
+        yet learned (``advance_byte`` follows). Returns the byte, or -1 where the words do
+        not decode, -2 past the decoder's cost budget."""
         return decode_byte(*self._bufs7, self.offs, self.dims, decoder.words, decoder.state,
                            decoder.cost)  # fmt: skip
 

@@ -122,6 +122,7 @@ _BOOL_FIELDS = (
     "history_depth",
     "byte_history",
     "half_inputs",
+    "bits",
 )
 
 
@@ -196,6 +197,11 @@ class MixConfig:
     # the counters at full they were too loud for the combiner (0.0079 and 0.0003 bits/byte
     # over four 256 KB prefixes; a lower combiner_lr for all inputs lost instead).
     half_inputs: bool = False
+    # From format 5, each byte coded as 8 binary decisions, each node of the byte's path
+    # predicted in full once its bit is due: 8 nodes evaluated a byte where the nibbles
+    # evaluate 30 (full_log and slot_log are then unused: every node on the path is full
+    # and every second slot is looked up).
+    bits: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
     # wide final probabilities; 5: also the match model's recovery and second candidate
@@ -466,6 +472,7 @@ _LATER = {
     "history_depth": False,
     "byte_history": False,
     "half_inputs": False,
+    "bits": False,
 }
 
 
@@ -495,7 +502,9 @@ _LATER = {
 # 1.8296/2.2021/1.8811/1.6416); whole enwik6 in-process on an idle AMD EPYC: 1.8159 at
 # 118 / 80 KB/s -> 1.7296 at 50 / 44 KB/s, compress / decompress (order 5: 1.7266 at
 # 48 / 41; benchmarks/bench-2026-12-06-fast-level7.md).
-FAST = MixConfig(max_order=4, sparse=False, ctx_log=20, full_log=6, slot_log=8, level=7)
+# Twenty-sixth session, 2026-12-07: bits (the byte's 8 nodes alone, each coded as its bit is
+# due), FAST and DEFAULT alike (benchmarks/bench-2026-12-07-bits.md).
+FAST = MixConfig(max_order=4, sparse=False, ctx_log=20, full_log=6, slot_log=8, level=7, bits=True)
 # DEFAULT, the mix: the Mamba's weight set by whether the match model expects its byte, an APM
 # keyed by its expected byte, its inputs stepping at 4/2^14. First 300 KB of enwik6 / book1 and
 # alice29.txt: 1.9027 / 2.2324 / 1.9307 bits/byte at ~28 µs/byte in the experiment script
@@ -525,7 +534,7 @@ FAST = MixConfig(max_order=4, sparse=False, ctx_log=20, full_log=6, slot_log=8, 
 # 1.7230/2.1193/1.8005/1.5180 on the level-6 default's Mamba pdfs
 # (benchmarks/sweep-2026-12-05-bytes.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
-                    level=7, combiner_lr=4, final_lr=1, promote=True)  # fmt: skip
+                    level=7, combiner_lr=4, final_lr=1, promote=True, bits=True)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

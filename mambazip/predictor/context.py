@@ -287,22 +287,45 @@ def predict_first(x, midx, tbl, maps, ctxh, bmask, hs):
     models have seen their context. hs: (hst, hmaps, hidx, hcol), the bit histories."""
     found = 0
     for i in range(ctxh.shape[0]):
-        s = find_slot(tbl, slot_key(ctxh[i], -1), bmask)
+        s = _first_slot(tbl, ctxh, i, bmask, hs)
         found += s >= 0
-        last = -1
-        if hs[4]:
-            if s >= 0 and tbl[s, 1] & 15 > 0:
-                last = np.int64(hs[0][s, 0])
-                if hs[5].shape[0] > 0:
-                    last |= np.int64(hs[5][s]) << 8
-                if hs[14] > 0:
-                    last |= _older_bytes(hs[13], s, last & 255)
-            hs[2][0, i] = last
+        last = _last(hs, i)
         for node in range(1, 16):
-            state = np.int64(tbl[s, node]) if s >= 0 else np.int64(0)
-            h = _history(hs, s, node) if s >= 0 else np.uint8(0)
-            _read(x, midx, maps, i, node, state, hs, h, last)
+            _read_slot(x, midx, tbl, maps, i, node, node, s, hs, last)
     return found
+
+
+@kernel_inline
+def _first_slot(tbl, ctxh, i, bmask, hs):
+    """Model i's first-nibble slot (-1: not in the table). With hs.last, its last byte packed
+    with the rest of its byte history (RUN_MASK's comment; -1: none) goes to row 0 of hidx,
+    where the second nibble's reads find it."""
+    s = find_slot(tbl, slot_key(ctxh[i], -1), bmask)
+    if hs[4]:
+        last = -1
+        if s >= 0 and tbl[s, 1] & 15 > 0:
+            last = np.int64(hs[0][s, 0])
+            if hs[5].shape[0] > 0:
+                last |= np.int64(hs[5][s]) << 8
+            if hs[14] > 0:
+                last |= _older_bytes(hs[13], s, last & 255)
+        hs[2][0, i] = last
+    return s
+
+
+@kernel_inline
+def _last(hs, i):
+    """Model i's packed last byte that _first_slot kept (-1 without hs.last)."""
+    return np.int64(hs[2][0, i]) if hs[4] else np.int64(-1)
+
+
+@kernel_inline
+def _read_slot(x, midx, tbl, maps, i, node, j, s, hs, last):
+    """Model i's inputs at byte-tree node from local node j of its slot s (-1: a context never
+    seen, whose state and history are 0)."""
+    state = np.int64(tbl[s, j]) if s >= 0 else np.int64(0)
+    h = _history(hs, s, j) if s >= 0 else np.uint8(0)
+    _read(x, midx, maps, i, node, state, hs, h, last)
 
 
 @kernel_inline
@@ -328,13 +351,35 @@ def predict_second(x, midx, tbl, maps, ctxh, bmask, nib, lookup, hs):
     for i in range(ctxh.shape[0]):
         s = find_slot(tbl, slot_key(ctxh[i], nib), bmask) if lookup else -1
         found += s >= 0
-        last = np.int64(hs[2][0, i]) if hs[4] else np.int64(-1)
+        last = _last(hs, i)
         for j in range(1, 16):
-            node = NODE2[nib, j]
-            state = np.int64(tbl[s, j]) if s >= 0 else np.int64(0)
-            h = _history(hs, s, j) if s >= 0 else np.uint8(0)
-            _read(x, midx, maps, i, node, state, hs, h, last)
+            _read_slot(x, midx, tbl, maps, i, NODE2[nib, j], j, s, hs, last)
     return found
+
+
+@kernel
+def find_slots(tbl, ctxh, bmask, nib, slots, hs):
+    """mix.bits: each model's slot, slots (C,) int64 (-1: not in the table), of the first
+    nibble (nib = -1; also its last byte, as predict_first keeps it) or of the second under
+    first nibble nib. Returns how many were found."""
+    found = 0
+    for i in range(ctxh.shape[0]):
+        s = (
+            _first_slot(tbl, ctxh, i, bmask, hs)
+            if nib < 0
+            else find_slot(tbl, slot_key(ctxh[i], nib), bmask)
+        )
+        slots[i] = s
+        found += s >= 0
+    return found
+
+
+@kernel
+def read_node(x, midx, tbl, maps, slots, node, j, hs):
+    """mix.bits: every model's inputs at byte-tree node alone, from local node j of its slot
+    in slots (find_slots): the bit coding evaluates only the byte's 8 nodes."""
+    for i in range(slots.shape[0]):
+        _read_slot(x, midx, tbl, maps, i, node, j, slots[i], hs, _last(hs, i))
 
 
 @kernel

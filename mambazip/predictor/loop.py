@@ -1,11 +1,12 @@
 """The one per-byte loop: predict the byte tree's nodes -> integer frequencies; learn the byte.
 
-Two modes (dims[D_NIBBLES]). Formats 3 and 4: all 255 nodes, one 256-way table freq. Format 5:
-only the byte's path, a nibble at a time: the high nibble's 15 nodes give its 16-way table
-(nfreq[:16]); once the coder knows the high nibble, the 15 nodes under it give the low
-nibble's (nfreq[16:]). Each node is predicted exactly as in the first mode (the same inputs,
-weights, full/c0-only choice and slot lookups), and learning is the same: on the 8 nodes
-taken.
+Three modes (dims[D_NIBBLES]). Formats 3 and 4: all 255 nodes, one 256-way table freq.
+Format 5: only the byte's path, a nibble at a time: the high nibble's 15 nodes give its
+16-way table (nfreq[:16]); once the coder knows the high nibble, the 15 nodes under it give
+the low nibble's (nfreq[16:]). Each node is predicted exactly as in the first mode (the same
+inputs, weights, full/c0-only choice and slot lookups), and learning is the same: on the 8
+nodes taken. mix.bits (BITS, format 5 on): the byte's 8 nodes alone, each in full, predicted
+as its bit is coded (_bits), its two-way table in nfreq[2d : 2d + 2].
 
 Dimensions: C context models, NIN combiner inputs (C context columns, then 2 match, then 2 Mamba
 columns when those parts are on, then a constant bias of 256), R weight sets (R_SETS selectors:
@@ -33,7 +34,8 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
     u8:  apm1n, apm2n, apmsn, apm4n: with mix.apm_counts, a count beside each APM bucket
     i64: hstate (3,), mstate (3,), expected (1,), kinds (C,), parts (NIN,), mass (512,),
          nmass (32,) a nibble's tree, found (2,) how many models know the first and the
-         second nibble's context
+         second nibble's context, slots (C,) with mix.bits each model's slot of the nibble
+         being coded
     f64: tree (512,)
 Node n of the byte tree (1..255) is the partial byte c0 (paq style); depth(n) = bits known.
 
@@ -60,11 +62,14 @@ from .context import (
     DEPTH_BUCKETS,
     HISTORY_STATES,
     NODE2,
+    NODE2_LOCAL,
     RUN_ENTRIES,
     RUNS,
     STATE_SLOTS,
+    find_slots,
     predict_first,
     predict_second,
+    read_node,
     update_contexts,
 )
 from .counters import MAP_SIZE, squash, stretch
@@ -153,6 +158,7 @@ VIEWS = (
     ("bh", "u8"),
     ("bmaps", "i32"),
     ("bidx", "i32"),
+    ("slots", "i64"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
@@ -161,7 +167,7 @@ VIEWS = (
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
  V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS, V_RMAPS,
  V_RIDX, V_APM4, V_AIDX4, V_APM1N, V_APM2N, V_APMSN, V_APM4N,
- V_MT2, V_WN, V_WFN, V_BH, V_BMAPS, V_BIDX) = range(len(VIEWS))  # fmt: skip
+ V_MT2, V_WN, V_WFN, V_BH, V_BMAPS, V_BIDX, V_SLOTS) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -185,6 +191,7 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
  D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT, D_PBITS, D_MCOLS, D_RECOVER,
  D_MINLEN2, D_MCTX2, D_ROWHALF, D_STATES, D_BYTES, D_HALF) = range(49)  # fmt: skip
 N_DIMS = 49
+BITS = 2  # dims[D_NIBBLES] with mix.bits: a byte coded as 8 binary decisions (format 5 on)
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
 # APM buckets a node uses: order 1, order 2, the Mamba's, the Mamba-keyed one, sse's two.
@@ -308,6 +315,7 @@ def layout(cfg):
         "bh": (1 << cfg.ctx_log) * 2 if cfg.slot_bytes else 0,
         "bmaps": C * BYTE_ENTRIES if cfg.slot_bytes else 0,
         "bidx": 256 * C if cfg.slot_bytes else 0,
+        "slots": C,
     }
 
 
@@ -433,35 +441,11 @@ def nibble_table_bits(nfreq, at, nmass, p12, nib, bits):
 
 
 @kernel_inline
-def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, first, last):
-    """Node probabilities p12 of the nibbles first..last (-1: the high nibble's 15 nodes,
-    0..15: the 15 under that high nibble). The high nibble's call starts the byte: the Mamba's
-    node sums and expected byte, the mass at the root. Each node's pm is computed only where
-    a node is evaluated. mass follows the 2^24 split of the whole byte tree over the nodes
-    evaluated: it decides which nodes are predicted in full and which second slots are looked
-    up, the same way whether all 255 nodes are evaluated or only the byte's path."""
-    nctx, nin = dims[D_NCTX], dims[D_NIN]
+def _byte_contexts(u8, u16, i32, i64, offs, dims):
+    """What keys the APMs at the next byte's nodes: the last two bytes c1, c2, the order-2 and
+    order-3 hashes h2, h3 and sse4 = (mix.apm_order4's table, its buckets, the order-4 hash)."""
     hmask = dims[D_HMASK]
     hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
-    x = _carve(i32, offs, V_X).reshape((256, nin))
-    midx = _carve(i32, offs, V_MIDX).reshape((256, nctx))
-    sel = _carve(i32, offs, V_SEL).reshape((256, R_SETS))
-    sst = _carve(i32, offs, V_SST).reshape((256, R_SETS))
-    sf, p12, pm = _carve(i32, offs, V_SF), _carve(i32, offs, V_P12), _carve(i32, offs, V_PM)
-    aidx = _carve(i32, offs, V_AIDX).reshape((256, N_APMS))
-    w = _carve(i32, offs, V_W).reshape((-1, nin))
-    wf = _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS))
-    apms = _carve(u16, offs, V_APMS)
-    mstate, mmap = _carve(i64, offs, V_MSTATE), _carve(i32, offs, V_MMAP)
-    apm1, apm2 = _carve(u16, offs, V_APM1), _carve(u16, offs, V_APM2)
-    apmm, apme = _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME)
-    expected, tree = _carve(i64, offs, V_EXPECTED), _carve(f64, offs, V_TREE)
-    found = _carve(i64, offs, V_FOUND)
-    hs = _histories(u8, i32, offs, dims)
-
-    tbl, maps = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS)
-    ctxh, bmask = _carve(u64b, offs, V_CTXH), dims[D_BMASK]
-    mass, mode = _carve(i64, offs, V_MASS), _carve(i32, offs, V_MODE)
     c1 = np.int64(back(hist, hstate, hmask, 1))
     c2 = np.int64(back(hist, hstate, hmask, 2))
     # Order-2 APM context: the two bytes hashed, xor the partial byte (lpaq style).
@@ -472,15 +456,48 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
     h4 = fmix(u64(c1 | (c2 << 8) | (c3 << 16)) | (c4 << u64(24)) | u64(1 << 40))
     sse4 = (_carve(u16, offs, V_APM4), _carve(i32, offs, V_AIDX4),
             np.int64(h4 & u64(dims[D_APM2_MASK])))  # fmt: skip
+    return c1, c2, h2, h3, sse4
+
+
+@kernel_inline
+def _start_byte(u8, i64, f64, offs, dims, pdf, use_pdf):
+    """Once a byte, before its first node: the rows of the weight sets of mix.sets, and the
+    Mamba's node sums and expected byte from its pdf."""
+    hmask = dims[D_HMASK]
+    hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
+    c1 = np.int64(back(hist, hstate, hmask, 1))
+    c2 = np.int64(back(hist, hstate, hmask, 2))
+    _set_rows(_carve(i64, offs, V_XROW), _carve(i64, offs, V_XCODES),
+              _carve(i64, offs, V_XSTART), hist, hstate, hmask, c1, c2)  # fmt: skip
+    if use_pdf:
+        _carve(i64, offs, V_EXPECTED)[0] = node_sums(_carve(f64, offs, V_TREE), pdf)
+
+
+@kernel_inline
+def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, first, last):
+    """Node probabilities p12 of the nibbles first..last (-1: the high nibble's 15 nodes,
+    0..15: the 15 under that high nibble). The high nibble's call starts the byte: the Mamba's
+    node sums and expected byte, the mass at the root. Each node's pm is computed only where
+    a node is evaluated. mass follows the 2^24 split of the whole byte tree over the nodes
+    evaluated: it decides which nodes are predicted in full and which second slots are looked
+    up, the same way whether all 255 nodes are evaluated or only the byte's path."""
+    nctx = dims[D_NCTX]
+    nv = _node_views(u16, i32, i64, offs, dims)
+    x, p12, pm = nv[0], _carve(i32, offs, V_P12), nv[5]
+    midx = _carve(i32, offs, V_MIDX).reshape((256, nctx))
+    expected, tree = _carve(i64, offs, V_EXPECTED), _carve(f64, offs, V_TREE)
+    found = _carve(i64, offs, V_FOUND)
+    hs = _histories(u8, i32, offs, dims)
+
+    tbl, maps = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS)
+    ctxh, bmask = _carve(u64b, offs, V_CTXH), dims[D_BMASK]
+    mass, mode = _carve(i64, offs, V_MASS), _carve(i32, offs, V_MODE)
+    c1, c2, h2, h3, sse4 = _byte_contexts(u8, u16, i32, i64, offs, dims)
     xrow = _carve(i64, offs, V_XROW)
-    if first < 0:  # once a byte: the low nibble's call finds the rows in their view
-        _set_rows(xrow, _carve(i64, offs, V_XCODES), _carve(i64, offs, V_XSTART), hist, hstate,
-                  hmask, c1, c2)  # fmt: skip
     full_mass = np.int64(FREQ_TOTAL) >> dims[D_FULL_LOG]
     slot_mass = np.int64(FREQ_TOTAL) >> dims[D_SLOT_LOG]
-    if first < 0:
-        if use_pdf:
-            expected[0] = node_sums(tree, pdf)
+    if first < 0:  # once a byte: the low nibble's call finds the rows in their view
+        _start_byte(u8, i64, f64, offs, dims, pdf, use_pdf)
         mass[1] = FREQ_TOTAL
         found[0] = predict_first(x, midx, tbl, maps, ctxh, bmask, hs)
     for nib in range(first, last + 1):
@@ -493,8 +510,7 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
                 pm[node] = node_prob(tree, node)
             full = mass[node] >= full_mass
             mode[node] = full
-            p = _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme,
-                      apms, expected[0], dims, c1, c2, h2, h3, xrow, node, full, use_pdf,
+            p = _node(nv, expected[0], dims, c1, c2, h2, h3, xrow, node, full, use_pdf,
                       found[0 if nib < 0 else 1], sse4)  # fmt: skip
             p12[node] = p
             split_bits(mass, node, p, dims[D_PBITS])
@@ -504,7 +520,16 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
 def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     """The next byte's table. Formats 3 and 4: all 255 nodes, freq the 256-way table (views
     of the buffers). Format 5 (dims[D_NIBBLES]): the high nibble's 15 nodes, nfreq[:16] its
-    16-way table; _predict_low follows once the high nibble is known."""
+    16-way table; _predict_low follows once the high nibble is known. mix.bits: the start of
+    the byte alone (its first slots, weight-set rows and the Mamba's node sums); _bits
+    predicts each node as its bit is coded."""
+    if dims[D_NIBBLES] == BITS:  # the nodes wait for _bits; only their slots are looked up
+        _start_byte(u8, i64, f64, offs, dims, pdf, use_pdf)
+        tbl, slots = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i64, offs, V_SLOTS)
+        hs = _histories(u8, i32, offs, dims)
+        ctxh = _carve(u64b, offs, V_CTXH)
+        _carve(i64, offs, V_FOUND)[0] = find_slots(tbl, ctxh, dims[D_BMASK], -1, slots, hs)
+        return
     if dims[D_NIBBLES]:
         _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, -1, -1)
         nibble_table_bits(_carve(i32, offs, V_NFREQ), 0, _carve(i64, offs, V_NMASS),
@@ -525,12 +550,76 @@ def _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, nib):
                       _carve(i32, offs, V_P12), nib, dims[D_PBITS])  # fmt: skip
 
 
+@kernel
+def _bits(u8, u16, u64b, i32, i64, f64, offs, dims, use_pdf, byte, words, coder, cost):
+    """mix.bits: the byte's 8 nodes, each predicted in full as _predict_nibbles predicts a
+    node, after _predict's start of the byte. Node d's table {2^24 - r, r} (r its p(bit = 1)
+    in 24 bits) goes to nfreq[2d : 2d + 2]; its bit is byte's (byte >= 0: the encoder) or
+    decoded from words (byte = -1: coder.range_decode, the decoder's state in ``coder``,
+    the cost counted as decode_byte counts it). The second nibble's slots are looked up once
+    its first is known. Returns the byte, or decode_byte's -1 or -2."""
+    nctx = dims[D_NCTX]
+    nv = _node_views(u16, i32, i64, offs, dims)
+    x, p12, pm = nv[0], _carve(i32, offs, V_P12), nv[5]
+    midx = _carve(i32, offs, V_MIDX).reshape((256, nctx))
+    tree, found = _carve(f64, offs, V_TREE), _carve(i64, offs, V_FOUND)
+    expected = _carve(i64, offs, V_EXPECTED)[0]
+    hs = _histories(u8, i32, offs, dims)
+    tbl, maps = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i32, offs, V_MAPS)
+    ctxh, slots = _carve(u64b, offs, V_CTXH), _carve(i64, offs, V_SLOTS)
+    mode, nfreq = _carve(i32, offs, V_MODE), _carve(i32, offs, V_NFREQ)
+    c1, c2, h2, h3, sse4 = _byte_contexts(u8, u16, i32, i64, offs, dims)
+    xrow = _carve(i64, offs, V_XROW)
+    shift = FREQ_BITS - dims[D_PBITS]
+    node = 1
+    for d in range(8):
+        if d == 4:
+            found[1] = find_slots(tbl, ctxh, dims[D_BMASK], node - 16, slots, hs)
+        read_node(x, midx, tbl, maps, slots, node, node if d < 4 else NODE2_LOCAL[node], hs)
+        if use_pdf:
+            pm[node] = node_prob(tree, node)
+        mode[node] = 1
+        p = _node(nv, expected, dims, c1, c2, h2, h3, xrow, node, True, use_pdf, found[d >> 2],
+                  sse4)  # fmt: skip
+        p12[node] = p
+        r = np.int32(p << shift)
+        nfreq[2 * d] = FREQ_TOTAL - r
+        nfreq[2 * d + 1] = r
+        if byte >= 0:
+            bit = (byte >> (7 - d)) & 1
+        else:
+            bit = range_decode(words, coder, nfreq, 2 * d, 2)
+            if bit < 0:
+                return -1
+            cost[0] += FREQ_BITS - math.log2(nfreq[2 * d + bit])
+        node = 2 * node + bit
+    if byte < 0 and cost[0] > cost[1]:
+        return -2
+    return node - 256
+
+
 @kernel_inline
-def _node(x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme, apms,
-          expected, dims, c1, c2, h2, h3, xrow, node, full, use_pdf, found, sse4):  # fmt: skip
+def _node_views(u16, i32, i64, offs, dims):
+    """The views _node works on: (x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2,
+    apmm, apme, apms)."""
+    nin = dims[D_NIN]
+    return (_carve(i32, offs, V_X).reshape((256, nin)),
+            _carve(i32, offs, V_SEL).reshape((256, R_SETS)),
+            _carve(i32, offs, V_SST).reshape((256, R_SETS)), _carve(i32, offs, V_SF),
+            _carve(i32, offs, V_AIDX).reshape((256, N_APMS)), _carve(i32, offs, V_PM),
+            _carve(i32, offs, V_W).reshape((-1, nin)),
+            _carve(i32, offs, V_WF).reshape((N_FINAL_ROWS, R_SETS)),
+            _carve(i64, offs, V_MSTATE), _carve(i32, offs, V_MMAP), _carve(u16, offs, V_APM1),
+            _carve(u16, offs, V_APM2), _carve(u16, offs, V_APMM), _carve(u16, offs, V_APME),
+            _carve(u16, offs, V_APMS))  # fmt: skip
+
+
+@kernel_inline
+def _node(nv, expected, dims, c1, c2, h2, h3, xrow, node, full, use_pdf, found, sse4):
     """12-bit p(bit = 1) at node: its match and Mamba inputs, the weight sets, the final
-    combiner and the APMs. A node the byte is unlikely to reach (not full) gets the c0 weight
-    set alone, no APM: cheaper, and it rarely costs a bit."""
+    combiner and the APMs; nv: _node_views. A node the byte is unlikely to reach (not full)
+    gets the c0 weight set alone, no APM: cheaper, and it rarely costs a bit."""
+    x, sel, sst, sf, aidx, pm, w, wf, mstate, mmap, apm1, apm2, apmm, apme, apms = nv
     nin, nsets = dims[D_NIN], dims[D_NSETS]
     pb = dims[D_PBITS]  # bits of the probability returned: 12, or 16 with mix.wide_final
     depth = DEPTH[node]
@@ -764,17 +853,27 @@ def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
 
 @kernel
 def run(u8, u16, u64b, i32, i64, f64, offs, dims, data, pdfs, use_pdf, freqs, p, trust,
-        want_trust):  # fmt: skip
+        want_trust, coder):  # fmt: skip
     """For each byte i of data: freqs[i] = the current table, p[i] = its probability of data[i];
     learn data[i]; predict the next byte with the Mamba's pdf row pdfs[i] (if use_pdf).
     Format 5: freqs[i] (32,) holds the high nibble's table, then the low nibble's under the
-    byte's high nibble, and p[i] the product of the byte's two nibble probabilities."""
+    byte's high nibble, and p[i] the product of the byte's two nibble probabilities; with
+    mix.bits, freqs[i] (16,) the 8 bits' tables and p[i] their product. coder: _bits's
+    (words, state, cost), not read when encoding (a kernel allocates nothing)."""
     freq, nfreq = _carve(i32, offs, V_FREQ), _carve(i32, offs, V_NFREQ)
     nibbles = dims[D_NIBBLES] != 0
     for i in range(data.shape[0]):
         byte = np.int64(data[i])
         pdf = pdfs[i if use_pdf else 0]
-        if nibbles:
+        if dims[D_NIBBLES] == BITS:
+            _bits(u8, u16, u64b, i32, i64, f64, offs, dims, use_pdf, byte, *coder)
+            q = 1.0
+            for k in range(16):
+                freqs[i, k] = nfreq[k]
+            for d in range(8):
+                q *= np.float64(nfreq[2 * d + ((byte >> (7 - d)) & 1)]) / FREQ_TOTAL
+            p[i] = q
+        elif nibbles:
             hi, lo = byte >> 4, byte & 15
             _predict_low(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, hi)
             for k in range(32):
@@ -814,7 +913,11 @@ def decode_byte(u8, u16, u64b, i32, i64, f64, f32, offs, dims, words, coder, cos
     decoded (coder.range_decode, the decoder's state in ``coder``) under the table of the
     last step, the low nibble's table, the low nibble decoded. Returns the byte; -1 where
     the words cannot come from these tables, -2 once the bytes decoded cost more bits
-    (cost[0], each byte's 48 - log2 of its two frequencies) than the words hold (cost[1])."""
+    (cost[0], each byte's 48 - log2 of its two frequencies) than the words hold (cost[1]).
+    mix.bits: the byte's 8 bits decoded as _bits predicts their nodes."""
+    if dims[D_NIBBLES] == BITS:
+        return _bits(u8, u16, u64b, i32, i64, f64, offs, dims, dims[D_MAMBA] != 0, -1, words,
+                     coder, cost)  # fmt: skip
     nfreq = _carve(i32, offs, V_NFREQ)
     high = range_decode(words, coder, nfreq, 0, 16)
     if high < 0:
@@ -833,8 +936,8 @@ def decode_byte(u8, u16, u64b, i32, i64, f64, f32, offs, dims, words, coder, cos
 @kernel
 def decode_run(u8, u16, u64b, i32, i64, f64, f32, offs, dims, words, coder, cost, out, start,
                stop):  # fmt: skip
-    """Format 5 without the Mamba: out[start:stop] decoded and learned, decode_byte then step
-    for each byte. Returns 0, or decode_byte's error once it gives one."""
+    """Format 5 (nibbles or bits) without the Mamba: out[start:stop] decoded and learned,
+    decode_byte then step for each byte. Returns 0, or decode_byte's error once it gives one."""
     inbyte = _carve(i64, offs, V_INBYTE)
     for i in range(start, stop):
         byte = decode_byte(u8, u16, u64b, i32, i64, f64, f32, offs, dims, words, coder, cost)

@@ -363,7 +363,7 @@ def _decode_block(predictor, words, n_bytes, observer):
 
 def _decode_nibbles(predictor, decoder, n_bytes, observer):
     """_decode_block's loop for format 5, a chunk at a time: the predictor decodes each
-    byte's two nibbles inside its compiled loop (Predictor.decode_nibbles)."""
+    byte's two nibbles (or its 8 bits) inside its compiled loop (Predictor.decode_nibbles)."""
     out = np.empty(n_bytes, dtype=np.uint8)
     for start in range(0, n_bytes, CHUNK):
         stop = min(start + CHUNK, n_bytes)

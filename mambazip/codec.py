@@ -122,9 +122,10 @@ def encode(source, destination, plan, observer=SILENT):
         job = frames.FrameJob.of(plan, version, frame_size)
         predictor = frames.compress_frames(source, out, job, block, stats, plan, observer)
     else:
-        version = container.write_header(out, None if short else settings, layout.block_size,
-                                         model_sha256=sha, model_resume=plan.start.resume,
-                                         extras=extras, nibbles=False)  # fmt: skip
+        version = container.write_header(out, None if short else _bytewise(settings),
+                                         layout.block_size, model_sha256=sha,
+                                         model_resume=plan.start.resume, extras=extras,
+                                         nibbles=False)  # fmt: skip
         job = frames.FrameJob.of(plan, version, None)
         pending = [block]
         _, predictor = encode_stream(
@@ -208,6 +209,15 @@ class _Transformed:
 
 def _with_settings(plan, settings):
     return dataclasses.replace(plan, start=dataclasses.replace(plan.start, settings=settings))
+
+
+def _bytewise(settings):
+    """settings as a version-3 or 4 header holds them: their mixing without mix.bits, which
+    those versions cannot code (a non-empty input with it is refused before this; an empty
+    one codes no byte)."""
+    if settings.mix is None or not settings.mix.bits:
+        return settings
+    return dataclasses.replace(settings, mix=dataclasses.replace(settings.mix, bits=False))
 
 
 def _check_memory(settings, limits):

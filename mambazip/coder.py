@@ -6,13 +6,13 @@ cumulative frequency floor(c_i * s) + i, where c_i is the running sum of the wei
 s = (2^24 - V) / sum(weights). With weights f - 1 for our integer frequencies f (each >= 1,
 summing to 2^24), s is exactly 1 and every c_i is an integer below 2^24, exact in float64:
 constriction then codes with precisely our frequencies. The same holds for the 16-symbol
-nibble tables of format 5 (V = 16, frequencies summing to 2^24: s = (2^24 - 16) / (2^24 - 16)).
-tests/test_coder.py pins both.
+nibble tables of format 5 (V = 16, frequencies summing to 2^24: s = (2^24 - 16) / (2^24 - 16))
+and the 2-symbol tables of mix.bits. tests/test_coder.py checks all three.
 
 constriction encodes. The decoder is compiled here (``range_decode``): constriction's
 decoding step for its default range coder (32-bit words, a 64-bit state, 24 bits of
 precision), taking our integer tables as they are. Called from compiled code, it lets the
-predictor's kernels decode a byte's two nibbles in one call (loop.decode_byte); through
+predictor's kernels decode a byte's two nibbles or 8 bits in one call (loop.decode_byte); through
 constriction's Python API each nibble cost a model object and two crossings, 1.7 µs, about
 a seventh of what the fast preset spends on a byte. tests/test_coder.py checks it symbol for
 symbol against constriction's own decoder, on valid and on corrupt words.
@@ -115,8 +115,8 @@ class Encoder:
         self._coder = constriction.stream.queue.RangeEncoder()
 
     def encode(self, symbols, freqs):
-        """symbols (n,) uint8, each coded with its row of freqs (n, V) int32 (V = 256, or 16
-        for nibbles)."""
+        """symbols (n,) uint8, each coded with its row of freqs (n, V) int32 (V = 256, 16 for
+        nibbles, 2 for mix.bits)."""
         if symbols.shape[0]:
             self._coder.encode(symbols.astype(np.int32), _FAMILY, constriction_weights(freqs))
 
@@ -128,7 +128,7 @@ class Encoder:
 class Decoder:
     """A block's words (uint32) and the compiled decoder's state. ``cost`` (float64 (2,)):
     the code length of the symbols decoded so far and the most their words can hold (bits),
-    kept by ``decode`` and by the predictor's nibble-decoding kernels (loop.decode_byte)."""
+    kept by ``decode`` and by the predictor's decoding kernels (loop.decode_byte)."""
 
     def __init__(self, words, budget=np.inf):
         self.words = np.ascontiguousarray(words, dtype=np.uint32)

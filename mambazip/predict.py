@@ -30,14 +30,17 @@ from .predictor import ContextMixer
 
 
 class Predictor:
-    """``freq`` (V,) int32 is always the table of the next byte. ``learner`` is the Mamba's
+    """``freq`` (V,) int32 is the table of the next byte (its high nibble's with nibbles; with
+    mix.bits the last byte's bit tables, each bit's made as it is coded). ``learner`` is the Mamba's
     online learner (None when the mixer runs without it): what ``--save-model`` saves."""
 
     def __init__(self, settings, model=None, resume=False, replay_chunk=None, nibbles=False):
         """``model``: a ``checkpoint.Checkpoint`` to start the Mamba from (``resume``: with
         its optimizer state); ``replay_chunk``: see ``OnlineLearner``. ``nibbles`` (format
         5, mixing only): a byte is coded as two nibbles, ``freq`` (16,) the next byte's high
-        nibble's table; the decoder decodes both with ``decode_nibbles``."""
+        nibble's table, or with mix.bits (``bits``) as 8 binary decisions, ``freq`` (16,)
+        the last byte's 8 two-way tables; the decoder decodes a byte with
+        ``decode_nibbles``."""
         mix = settings.mix
         uses_mamba = mix is None or mix.mamba
         if model is not None and not uses_mamba:
@@ -76,7 +79,8 @@ class Predictor:
 
     def advance(self, data, trust=None, then=None):
         """Run over ``data`` (n,) uint8. Returns (freqs, p): freqs (n, V) int32, row i the
-        table data[i] is coded with (``nibbles``: (n, 32), its two nibbles' tables); p (n,)
+        table data[i] is coded with (``nibbles``: (n, 32), its two nibbles' tables; ``bits``:
+        (n, 16), its 8 bits' two-way tables); p (n,)
         float64, the probability the predictor gave data[i] (the Mamba alone: its float
         pdf's, before quantization). ``trust``: see ``ContextMixer.advance`` (mixing only).
         ``then``: the bytes that follow ``data`` (empty or None: none known), for the Mamba
@@ -141,7 +145,8 @@ class Predictor:
         8 log2(4096/4095) = 0.00282 bits; 0.0025 leaves a margin. With 16-bit node
         probabilities (mix.wide_final, level 4) they stop at 65535/65536: 8 log2(65536/65535)
         = 0.000176 bits, and 0.00015 leaves the same margin. The same holds for the two
-        nibble tables of format 5 (each nibble's root holds 2^24). The Mamba alone gives a
+        nibble tables of format 5 (each nibble's root holds 2^24) and for the 8 bits of
+        mix.bits (each bit's table at most (2^b - 1) / 2^b). The Mamba alone gives a
         byte up to 1 - 255/2^24 of the mass: no useful bound."""
         if self.context is None:
             return 0.0

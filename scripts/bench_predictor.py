@@ -83,9 +83,8 @@ def decode_side(cfg, data):
 class _Adapter:
     """What blocks._decode_block needs of a predictor, around the context mixer alone."""
 
-    min_byte_bits = 0.0025
-
     def __init__(self, mixer):
+        self.min_byte_bits = 0.00015 if mixer.cfg.wide else 0.0025  # Predictor's bound
         self.mixer, self.nibbles = mixer, NIBBLES
         self.freq = mixer.freq
 

@@ -3,7 +3,8 @@
     python scripts/profile_predictor.py FILE [--preset fast|default|max] [--set field=value ...]
         [--limit BYTES] [--top N]
 
-Runs the context mixer alone (no Mamba, format 5's nibble coding) over the first BYTES of
+Runs the context mixer alone (no Mamba; format 5, the preset's coding: the presets code
+bits, ``--set bits=false`` the nibbles) over the first BYTES of
 FILE under ``perf record`` and prints perf's flat profile (self time per function) of the
 timed loop only (perf starts disabled; the run enables it through perf's control fifo once
 the kernels are compiled and the tables warm) and the loop's µs/byte.

@@ -19,15 +19,30 @@ from mambazip.coder import Decoder, Encoder
 from mambazip.errors import ConfigError, FormatError
 from mambazip.kernels.step import FREQ_BITS, FREQ_TOTAL
 from mambazip.predictor import SMALL, ContextMixer
-from mambazip.predictor.loop import V_P12, view
+from mambazip.predictor.loop import (
+    V_BMAPS,
+    V_HMAPS,
+    V_MAPS,
+    V_MMAP,
+    V_P12,
+    V_RMAPS,
+    V_W,
+    V_WF,
+    view,
+)
 
 TEXT = (b"The bit coder predicts only the nodes on the byte's path, one bit at a time.\n" * 30)[
     :1500
 ]
 BITS = dataclasses.replace(SMALL, bits=True)
 # The nibble coding with every node predicted in full and every second slot looked up: what
-# the bit coding computes at the nodes of the byte's path.
+# the bit coding computes at the nodes of the byte's path; at level 0 and at the presets'
+# level 7 (bit histories, the last bytes per slot and their runs, 16-bit probabilities).
 ALL_FULL = dataclasses.replace(SMALL, full_log=24, slot_log=24)
+LEVEL7 = dataclasses.replace(ALL_FULL, level=7)
+# The learned state the two codings must share: slots and APMs (all of u16), the adaptive
+# maps, the combiners' weights and the match model's map.
+LEARNED = (V_MAPS, V_HMAPS, V_RMAPS, V_BMAPS, V_W, V_WF, V_MMAP)
 
 
 def pdfs_for(data, mamba, seed):
@@ -58,15 +73,16 @@ def coded(cfg, data, pdfs):
     return coder.finish(), freqs, p
 
 
+@pytest.mark.parametrize("cfg", [ALL_FULL, LEVEL7], ids=["level0", "level7"])
 @pytest.mark.parametrize("mamba", [False, True])
-def test_each_path_node_gets_the_probability_of_the_nibble_coding_with_every_node_full(mamba):
+def test_each_path_node_gets_the_probability_of_the_nibble_coding_with_every_node_full(mamba, cfg):
     """The bit coding is the nibble coding's mixing state and learning, with every node in
     full and every second slot looked up: byte by byte, the 8 path nodes' probabilities are
     equal, and so are the tables both learn."""
     data = np.frombuffer(TEXT, np.uint8)
     pdfs = pdfs_for(data, mamba, 5)
-    nib = ContextMixer(dataclasses.replace(ALL_FULL, mamba=mamba), nibbles=True)
-    bit = ContextMixer(dataclasses.replace(ALL_FULL, mamba=mamba, bits=True), nibbles=True)
+    nib = ContextMixer(dataclasses.replace(cfg, mamba=mamba), nibbles=True)
+    bit = ContextMixer(dataclasses.replace(cfg, mamba=mamba, bits=True), nibbles=True)
     assert bit.bits and not nib.bits
     for m in (nib, bit):
         m.prime(pdfs[0] if mamba else None)
@@ -81,7 +97,10 @@ def test_each_path_node_gets_the_probability_of_the_nibble_coding_with_every_nod
         bit.advance(data[i : i + 1], pdf)
         assert bit_p12[nodes].tolist() == want, i
         nib.advance_byte(byte, None if pdfs is None else pdfs[i + 1])
-    assert np.array_equal(bit.buffers["u16"], nib.buffers["u16"])  # slots and APMs
+    for kind in ("u8", "u16"):  # histories, runs, slots, APMs
+        assert np.array_equal(bit.buffers[kind], nib.buffers[kind]), kind
+    for v in LEARNED:
+        assert np.array_equal(view(bit.buffers, bit.offs, v), view(nib.buffers, nib.offs, v)), v
 
 
 def test_a_bytes_code_length_is_exactly_the_product_of_its_8_node_probabilities():
@@ -134,7 +153,7 @@ def tiny_bits(mamba):
     return dataclasses.replace(settings, mix=mix)
 
 
-@pytest.mark.parametrize("version", [5, 6, None])
+@pytest.mark.parametrize("version", [5, 6])
 @pytest.mark.parametrize("mamba", [False, True])
 def test_bits_round_trip_in_every_version_that_codes_mixing_by_paths(mamba, version):
     settings = tiny_bits(mamba)
@@ -152,7 +171,8 @@ def test_bits_round_trip_in_every_version_that_codes_mixing_by_paths(mamba, vers
 
 
 def test_versions_3_and_4_cannot_hold_bits():
-    """Not written (but an empty input, which codes no byte) and refused when read."""
+    """Not written (an empty input, which codes no byte, keeps the mix without bits: tests/
+    test_format_v5.py) and refused when read."""
     settings = tiny_bits(False)
     for version in (3, 4):
         with pytest.raises(ConfigError, match="version 5"):

@@ -1,7 +1,8 @@
 """The quantizer and the range coder: integer pdfs reach constriction exactly, round trips hold,
 the compiled decoder reads words as constriction's own decoder does, and the compressed words
 of a fixed input never change silently, for the 256-symbol tables and for the 16-symbol
-nibble tables of format 5."""
+nibble tables of format 5; the 2-symbol tables of mix.bits are coded exactly and decoded as
+constriction decodes them."""
 
 import hashlib
 
@@ -114,13 +115,14 @@ def test_constriction_weights_reproduce_16_symbol_tables_under_its_quantization(
         assert np.array_equal(np.diff(np.append(cdf, FREQ_TOTAL)), freq)
 
 
-def test_constriction_codes_16_symbol_tables_with_exactly_our_frequencies():
+@pytest.mark.parametrize("symbols", [2, 16])  # mix.bits' tables and the nibbles'
+def test_constriction_codes_small_tables_with_exactly_our_frequencies(symbols):
     for f, bits in ((1, 24), (2, 23)):
-        freq = np.ones(16, dtype=np.int32)
-        freq[5] = f
+        freq = np.ones(symbols, dtype=np.int32)
+        freq[symbols - 1] = f
         freq[0] = FREQ_TOTAL - int(freq[1:].sum())
         enc = Encoder()
-        enc.encode(np.full(1000, 5, dtype=np.uint8), np.tile(freq, (1000, 1)))
+        enc.encode(np.full(1000, symbols - 1, dtype=np.uint8), np.tile(freq, (1000, 1)))
         assert abs(enc.finish().shape[0] * 32 / 1000 - bits) < 0.1
 
 
@@ -173,7 +175,7 @@ def random_tables(rng, n, symbols):
     return freqs.astype(np.int32)
 
 
-@pytest.mark.parametrize("symbols", [16, 256])
+@pytest.mark.parametrize("symbols", [2, 16, 256])
 def test_the_compiled_decoder_decodes_as_constriction_does(symbols):
     rng = np.random.default_rng(8)
     for n in (0, 1, 2, 3, 50, 700):
@@ -185,7 +187,7 @@ def test_the_compiled_decoder_decodes_as_constriction_does(symbols):
         assert our_decoded(words, freqs) == constriction_decoded(words, freqs) == coded.tolist()
 
 
-@pytest.mark.parametrize("symbols", [16, 256])
+@pytest.mark.parametrize("symbols", [2, 16, 256])
 def test_the_compiled_decoder_reads_corrupt_words_as_constriction_does(symbols):
     """Flipped bits, words cut short, words of all ones: the same symbols, and a refusal at
     the same symbol where constriction refuses."""

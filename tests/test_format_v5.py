@@ -294,13 +294,18 @@ def test_an_empty_input_with_mixing_is_the_short_empty_stream_of_version_3():
     assert unpack(blob) == b""
 
 
-def test_an_empty_input_started_from_a_model_is_a_version_3_stream_of_no_blocks():
+@pytest.mark.parametrize("bits", [False, True])
+def test_an_empty_input_started_from_a_model_is_a_version_3_stream_of_no_blocks(bits):
+    """Also under mix.bits, which version 3 cannot hold: its header keeps the mix without
+    it (no byte is coded)."""
     settings = small("full")
+    settings = dataclasses.replace(settings, mix=dataclasses.replace(settings.mix, bits=bits))
     learned = codec.compress_stream(io.BytesIO(TEXT[:300]), io.BytesIO(), settings).learner
     start = checkpoint.Checkpoint.from_learner(learned)
     blob = pack(b"", settings, model=start, frame_size=1000)
     header = container.read_header(io.BytesIO(blob))
     assert header["version"] == 3 and header["model_sha256"] == start.digest()
+    assert header["settings"].mix == dataclasses.replace(settings.mix, bits=False)
     assert unpack(blob, model=start) == b""
 
 

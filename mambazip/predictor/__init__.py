@@ -2,8 +2,9 @@
 combined per binary decision of the byte, turned into 256 integer frequencies per byte.
 
 The codec talks to ``ContextMixer`` only. Encoder: ``prime`` then ``advance`` over chunks;
-decoder: ``prime`` then ``advance_byte`` per decoded byte. Both run the same compiled loop
-(loop.run), so their tables are bit-identical.
+decoder: ``prime`` then ``advance_byte`` per decoded byte (format 5: ``decode_byte`` before
+each, or ``decode_run`` over a chunk without the Mamba). Both run the same compiled loop
+(loop.py), so their tables are bit-identical.
 
 Parts, one module each: history (byte ring buffer, context hashes), counters (stretch / squash,
 bit counters, adaptive maps), context (hashed nibble-slot context models), match (match model),

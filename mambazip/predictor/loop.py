@@ -26,8 +26,9 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
          (12-bit; 16-bit with mix.wide_final),
          pm (256,) the Mamba's node probabilities, freq (256,) the frequency table, mode
          (256,) 1 where a node was predicted in full, 0 by the c0 weight set alone,
-         nfreq (32,) format 5's two nibble tables; hmaps (C * 128,) and hidx (256 * C,) of
-         the bit histories, rmaps and ridx of mix.run_inputs (context.py)
+         nfreq (32,) format 5's two nibble tables (mix.bits: the 8 bits' tables in
+         [:16]); hmaps (C * 128,) and hidx (256 * C,) of the bit histories, rmaps and ridx
+         of mix.run_inputs (context.py)
     u8:  hst (S * 16,) the bit histories beside the slots (mix.histories)
     u16: apms ((2^apm_log + MATCH_APM) * 33,) the SSE pair (mix.sse), apm4 (2^apm_log * 33,)
          the order-4 APM (mix.sse_order4); i32: aidx4 (256,) its buckets

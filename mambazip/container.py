@@ -975,7 +975,8 @@ V6_BASES = (
               "bits": True},
       "seed": 0},
      "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
-    # entry 17 with mix.bits, the fast preset's from 2026-12-07
+    # entry 17 with mix.bits, orders 0-5 and the sparse contexts: the fast preset's from
+    # 2026-12-07
     ({"model": {"d_model": 48, "n_layer": 1, "d_inner": 96, "dt_rank": 3, "d_state": 16,
                 "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
                 "conv_bias": True, "x_proj_bias": False, "head_bias": False,
@@ -983,7 +984,7 @@ V6_BASES = (
       "train": {"optimizer": "adam", "lr": 0.0015, "scope": ["all"], "clip": 0.0, "warmup": 0,
                 "decay": 100000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
                 "lr_scale": {"head": 2.0}},
-      "mix": {"mamba": False, "max_order": 4, "word": True, "sparse": False, "match": True,
+      "mix": {"mamba": False, "max_order": 5, "word": True, "sparse": True, "match": True,
               "final": True, "apm": True, "ctx_log": 20, "hist_log": 24, "match_log": 22,
               "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
               "combiner_lr": 8, "final_lr": 2, "apm_rate": 6, "full_log": 6, "slot_log": 8,

@@ -276,7 +276,8 @@ CASES = {
         "fast-base17-short": (TEXT[:400], {}, {}, {"mix": "fast", "extras": {}, "seed": 0}),
         # V6_BASES entries 18 to 20: entries 14, 15 and 17 coding bits (mix.bits), the
         # default preset's (as it codes an input it does not start from its prior for, and
-        # from its prior) and the fast preset's from 2026-12-07.
+        # from its prior) and the fast preset's (also orders 0-5 and the sparse contexts)
+        # from 2026-12-07.
         "default-base18-short": (
             TEXT[:400],
             {},

@@ -503,8 +503,10 @@ _LATER = {
 # 118 / 80 KB/s -> 1.7296 at 50 / 44 KB/s, compress / decompress (order 5: 1.7266 at
 # 48 / 41; benchmarks/bench-2026-12-06-fast-level7.md).
 # Twenty-sixth session, 2026-12-07: bits (the byte's 8 nodes alone, each coded as its bit is
-# due), FAST and DEFAULT alike (benchmarks/bench-2026-12-07-bits.md).
-FAST = MixConfig(max_order=4, sparse=False, ctx_log=20, full_log=6, slot_log=8, level=7, bits=True)
+# due), FAST and DEFAULT alike; with the time that freed, FAST takes order 5 and the sparse
+# contexts again. 256 KB prefixes, enwik6/book1/alice29.txt/obj2, ideal bits: 1.8265/2.2005/
+# 1.8773/1.6269 -> 1.8238/2.1993/1.8777/1.5680 (benchmarks/bench-2026-12-07-bits.md).
+FAST = MixConfig(ctx_log=20, full_log=6, slot_log=8, level=7, bits=True, max_order=5)
 # DEFAULT, the mix: the Mamba's weight set by whether the match model expects its byte, an APM
 # keyed by its expected byte, its inputs stepping at 4/2^14. First 300 KB of enwik6 / book1 and
 # alice29.txt: 1.9027 / 2.2324 / 1.9307 bits/byte at ~28 µs/byte in the experiment script

@@ -7,16 +7,20 @@ import dataclasses
 import numpy as np
 import pytest
 
+from mambazip.coder import Decoder, Encoder
 from mambazip.errors import ConfigError
 from mambazip.predictor import SMALL, ContextMixer, MixConfig
+from mambazip.predictor.byte_pdf import CONFIDENCE, mamba_context, node_sums
 from mambazip.predictor.combiner import W_ONE, train
 from mambazip.predictor.counters import STRETCH
+from mambazip.predictor.history import KIND_CODES
 from mambazip.predictor.loop import (
     N_APMS,
     N_ROWS,
     R_SETS,
     ROW_MAMBA,
     V_AIDX,
+    V_CTXH,
     V_SEL,
     V_SF,
     V_SST,
@@ -133,3 +137,74 @@ def test_decoder_step_equals_advance_with_every_mamba_form():
         assert np.array_equal(dec.freq, freqs[i]), i
         dec.advance_byte(byte, pdfs[i + 1])
     assert np.array_equal(dec.freq, enc.freq)
+
+
+def _mamba_hash(pdf, c1):
+    kinds = np.array([KIND_CODES["o1"], KIND_CODES["mamba"]], np.int64)
+    ctxh = np.array([7, 0], np.uint64)
+    tree = np.zeros(512, np.float64)
+    mamba_context(ctxh, kinds, tree, node_sums(tree, pdf), c1)
+    assert ctxh[0] == 7  # other kinds are left as they are
+    return int(ctxh[1])
+
+
+def _sure_of(byte, q):
+    """A pdf whose argmax is byte at probability q, the rest spread evenly."""
+    pdf = np.full(256, (1.0 - q) / 255, np.float32)
+    pdf[byte] = q
+    return pdf
+
+
+def test_the_mamba_context_is_its_expected_byte_its_confidence_and_the_last_byte():
+    base = _mamba_hash(_sure_of(A, 0.6), 32)
+    assert base >> 56 == KIND_CODES["mamba"] + 1
+    assert _mamba_hash(_sure_of(A, 0.65), 32) == base  # the same bucket, 0.5 < q <= 0.7
+    assert _mamba_hash(_sure_of(A + 1, 0.6), 32) != base
+    assert _mamba_hash(_sure_of(A, 0.6), 33) != base
+    buckets = {_mamba_hash(_sure_of(A, q), 32) for q in (0.1, 0.2, 0.4, 0.6, 0.8, 0.95)}
+    assert len(buckets) == len(CONFIDENCE) + 1
+
+
+def test_the_mixer_hashes_the_mamba_context_from_each_pdf_it_is_given():
+    cfg = dataclasses.replace(SMALL, mamba=True, contexts=("mamba",))
+    i = cfg.context_kinds.index("mamba")
+    mixer = ContextMixer(cfg)
+    mixer.prime(_sure_of(A, 0.6))
+    ctxh = view(mixer.buffers, mixer.offs, V_CTXH)
+    assert int(ctxh[i]) == _mamba_hash(_sure_of(A, 0.6), 0)  # nothing before the first byte
+    mixer.advance_byte(A, _sure_of(A + 2, 0.95))
+    assert int(ctxh[i]) == _mamba_hash(_sure_of(A + 2, 0.95), A)
+
+
+def test_decoder_step_equals_advance_with_the_mamba_context():
+    cfg = dataclasses.replace(SMALL, mamba=True, contexts=("mamba",), level=7)
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 4, 600).astype(np.uint8) + 97
+    pdfs = (rng.random((data.size + 1, 256)) ** 6).astype(np.float32)
+    enc, dec = ContextMixer(cfg), ContextMixer(cfg)
+    enc.prime(pdfs[0])
+    dec.prime(pdfs[0])
+    freqs, _ = enc.advance(data, pdfs[1:])
+    for i, byte in enumerate(data):
+        assert np.array_equal(dec.freq, freqs[i]), i
+        dec.advance_byte(byte, pdfs[i + 1])
+    assert np.array_equal(dec.freq, enc.freq)
+
+
+def test_bits_decode_with_the_mamba_context_under_the_tables_the_encoder_coded_with():
+    cfg = dataclasses.replace(SMALL, mamba=True, contexts=("mamba",), level=7, bits=True)
+    rng = np.random.default_rng(6)
+    data = rng.integers(0, 4, 600).astype(np.uint8) + 97
+    pdfs = (rng.random((data.size + 1, 256)) ** 6).astype(np.float32)
+    enc = ContextMixer(cfg, nibbles=True)
+    enc.prime(pdfs[0])
+    freqs, _ = enc.advance(data, pdfs[1:])
+    coder = Encoder()
+    coder.encode(np.unpackbits(data), freqs.reshape(-1, 2))
+    dec = ContextMixer(cfg, nibbles=True)
+    dec.prime(pdfs[0])
+    decoder = Decoder(coder.finish())
+    for i, byte in enumerate(data):
+        assert dec.decode_byte(decoder) == byte, i
+        assert np.array_equal(dec.freq, freqs[i]), i
+        dec.advance_byte(byte, pdfs[i + 1])

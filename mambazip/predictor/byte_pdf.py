@@ -12,12 +12,16 @@ child is 2n, its bit-1 child 2n + 1, and byte b is leaf 256 + b.
 
 The Mamba enters the combiner as stretch(pm), as stretch of an APM over pm keyed by the order-1
 context and the node (the Mamba's calibration where it is, not on average), and its expected
-byte (the argmax of pdf, first on ties) selects a combiner weight set (see loop.py).
+byte (the argmax of pdf, first on ties) selects a combiner weight set (see loop.py) and,
+with the "mamba" context model, keys a context of its own (mamba_context).
 """
 
 import numpy as np
 
 from ..jit import kernel, kernel_inline
+from .history import K_MAMBA, S56, fmix
+
+u64 = np.uint64
 
 
 @kernel
@@ -53,3 +57,25 @@ def node_probs(pm, tree, pdf):
     for n in range(1, 256):
         pm[n] = node_prob(tree, n)
     return best
+
+
+# Bounds of the Mamba's confidence buckets: the probability of its expected byte.
+CONFIDENCE = (0.15, 0.3, 0.5, 0.7, 0.9)
+
+
+@kernel
+def mamba_context(ctxh, kinds, tree, expected, c1):
+    """The hash of the "mamba" context models (history.K_MAMBA): the Mamba's expected byte, how
+    sure it is (a CONFIDENCE bucket) and the last byte c1; tree from node_sums. Its slots
+    learn what actually follows where the Mamba expects a byte, as the match model's
+    expected byte keys the "matched" context."""
+    sure = 0
+    if tree[1] > 0.0:
+        q = tree[256 + expected] / tree[1]
+        for bound in CONFIDENCE:
+            sure += q > bound
+    v = u64(expected | (sure << 8) | (c1 << 12) | 0x100000)
+    for i in range(kinds.shape[0]):
+        if kinds[i] == K_MAMBA:
+            h = fmix(v)
+            ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(K_MAMBA + 1) << S56)

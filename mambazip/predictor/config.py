@@ -19,7 +19,7 @@ WORD_KINDS = ("word", "word2")  # current word; current and previous word
 SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back alone
 # Chosen one by one in ``contexts``, after the others (history.py says what each hashes).
 EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass",
-               "matched", "indirect1", "indirect2", "nest")  # fmt: skip
+               "matched", "indirect1", "indirect2", "nest", "mamba")  # fmt: skip
 # More weight sets, chosen one by one in ``sets`` (loop.py's _set_rows says what selects each,
 # by depth): the classes of the last two bytes, the length of the word so far, the column, the
 # last byte.

@@ -56,7 +56,7 @@ from ..coder import range_decode
 from ..jit import kernel, kernel_inline
 from ..kernels.step import FREQ_BITS, FREQ_TOTAL
 from .apm import apm_predict, apm_predict_bits, apm_update, apm_update_counted
-from .byte_pdf import node_prob, node_sums
+from .byte_pdf import mamba_context, node_prob, node_sums
 from .combiner import combine, row_scale, train
 from .context import (
     BYTE_ENTRIES,
@@ -461,9 +461,9 @@ def _byte_contexts(u8, u16, i32, i64, offs, dims):
 
 
 @kernel_inline
-def _start_byte(u8, i64, f64, offs, dims, pdf, use_pdf):
+def _start_byte(u8, u64b, i64, f64, offs, dims, pdf, use_pdf):
     """Once a byte, before its first node: the rows of the weight sets of mix.sets, and the
-    Mamba's node sums and expected byte from its pdf."""
+    Mamba's node sums and expected byte from its pdf, which hash the "mamba" contexts."""
     hmask = dims[D_HMASK]
     hist, hstate = _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE)
     c1 = np.int64(back(hist, hstate, hmask, 1))
@@ -471,7 +471,10 @@ def _start_byte(u8, i64, f64, offs, dims, pdf, use_pdf):
     _set_rows(_carve(i64, offs, V_XROW), _carve(i64, offs, V_XCODES),
               _carve(i64, offs, V_XSTART), hist, hstate, hmask, c1, c2)  # fmt: skip
     if use_pdf:
-        _carve(i64, offs, V_EXPECTED)[0] = node_sums(_carve(f64, offs, V_TREE), pdf)
+        tree = _carve(f64, offs, V_TREE)
+        expected = node_sums(tree, pdf)
+        _carve(i64, offs, V_EXPECTED)[0] = expected
+        mamba_context(_carve(u64b, offs, V_CTXH), _carve(i64, offs, V_KINDS), tree, expected, c1)
 
 
 @kernel_inline
@@ -498,7 +501,7 @@ def _predict_nibbles(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf, fir
     full_mass = np.int64(FREQ_TOTAL) >> dims[D_FULL_LOG]
     slot_mass = np.int64(FREQ_TOTAL) >> dims[D_SLOT_LOG]
     if first < 0:  # once a byte: the low nibble's call finds the rows in their view
-        _start_byte(u8, i64, f64, offs, dims, pdf, use_pdf)
+        _start_byte(u8, u64b, i64, f64, offs, dims, pdf, use_pdf)
         mass[1] = FREQ_TOTAL
         found[0] = predict_first(x, midx, tbl, maps, ctxh, bmask, hs)
     for nib in range(first, last + 1):
@@ -525,7 +528,7 @@ def _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     the byte alone (its first slots, weight-set rows and the Mamba's node sums); _bits
     predicts each node as its bit is coded."""
     if dims[D_NIBBLES] == BITS:  # the nodes wait for _bits; only their slots are looked up
-        _start_byte(u8, i64, f64, offs, dims, pdf, use_pdf)
+        _start_byte(u8, u64b, i64, f64, offs, dims, pdf, use_pdf)
         tbl, slots = _carve(u16, offs, V_TBL).reshape((-1, 16)), _carve(i64, offs, V_SLOTS)
         hs = _histories(u8, i32, offs, dims)
         ctxh = _carve(u64b, offs, V_CTXH)

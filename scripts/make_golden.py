@@ -296,6 +296,21 @@ CASES = {
             {},
             {"mix": "fast", "extras": {}, "seed": 0, "bits": True},
         ),
+        # V6_BASES entries 21 and 22: entries 18 and 19 with four more contexts, two more
+        # weight sets and the deterministic inputs, the default preset's from 2026-12-07 (its
+        # second change that day).
+        "default-base21-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "bits": True},
+        ),
+        "default-base22-prior-PRIOR-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (

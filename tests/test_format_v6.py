@@ -119,10 +119,10 @@ def test_the_base_prior_is_named_without_its_digest(base):
     assert parsed["model_sha256"] == prior
 
 
-# Today's default preset (level 7, promote, final_lr 1, no rerun, overlap, mix.bits) naming
-# its prior 31e2540a.
-DEFAULT_BASE = 18
-PRIOR_BASE = 19  # the same from its prior 31e2540a (preset "prior_train")
+# Today's default preset (level 7, promote, final_lr 1, no rerun, overlap, mix.bits, the four
+# contexts, two weight sets and deterministic inputs of 2026-12-07) naming its prior 31e2540a.
+DEFAULT_BASE = 21
+PRIOR_BASE = 22  # the same from its prior 31e2540a (preset "prior_train")
 SMALL_PRIOR_BASE = 16  # its small-input counterpart's settings with that prior
 
 
@@ -316,15 +316,17 @@ def test_tables_are_never_grown_past_the_settings_for_a_long_input():
 def test_a_preset_short_input_codes_with_its_small_input_counterpart():
     settings = mambazip.resolve_settings("default")
     small = mambazip.Settings.from_dict(container.V6_BASES[container.SMALL_BASES[DEFAULT_BASE]][0])
-    # The counterpart is the default preset with fewer, faster-learning context models, its
-    # Mamba outside the final combiner, and the rerun after each update kept (the settings
-    # measured on short inputs before level 4: bench-2026-12-03-small-inputs.md), coding
-    # nibbles (it predates mix.bits; a short input's time is mostly start-up).
+    # The counterpart is the default preset with fewer, faster-learning context models (none
+    # of its extra contexts, weight sets and deterministic inputs), its Mamba outside the
+    # final combiner, and the rerun after each update kept (the settings measured on short
+    # inputs before level 4: bench-2026-12-03-small-inputs.md), coding nibbles (it predates
+    # mix.bits; a short input's time is mostly start-up).
     assert small.model == settings.model
     assert small.train == dataclasses.replace(settings.train, rerun=True, overlap=False)
     assert small.mix == dataclasses.replace(settings.mix, max_order=4, sparse=False,
                                             combiner_lr=16, final_lr=8, level=0,
-                                            promote=False, bits=False)  # fmt: skip
+                                            promote=False, bits=False, contexts=(),
+                                            sets=(), det_inputs=0)  # fmt: skip
     for n in (1, container.SMALL_INPUT):
         assert container.small_input_settings(settings, n) == small
     for n in (0, container.SMALL_INPUT + 1):

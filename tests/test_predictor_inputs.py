@@ -110,6 +110,18 @@ def test_a_deterministic_history_gives_its_signed_probability(h, expected):
     assert _deterministic(h, 1000, -300, 1) == (-300 if expected else 0)
 
 
+@pytest.mark.parametrize(
+    ("h", "expected"),
+    [
+        (0b10, -((4096 - 1000) >> 4)),  # one 0: -193
+        (0b1111111, 1000 >> 4),  # six 1s: 62
+        (0b1010, 0),  # both values seen
+    ],
+)
+def test_mode_3_gives_the_signed_probability_an_eighth_as_loud(h, expected):
+    assert _deterministic(h, 1000, -300, 3) == expected
+
+
 def test_confidence_and_deterministic_inputs_by_hand():
     # After "aba", o1's context "a" saw "b" (0110 0010) once: its node 1 holds history 0b10,
     # node 2 0b11, node 3 none; those map entries are still at their start, 1024 and 3072.
@@ -121,6 +133,8 @@ def test_confidence_and_deterministic_inputs_by_hand():
     assert [x[n, det] for n in (1, 2, 3)] == [-((4096 - 1024) >> 1), 3072 >> 1, 0]
     _, x1 = _x_after(dataclasses.replace(cfg, det_inputs=1), b"aba")
     assert [x1[n, det] for n in (1, 2, 3)] == [-281, 282, 0]  # STRETCH[1024], [3072]
+    _, x3 = _x_after(dataclasses.replace(cfg, det_inputs=3), b"aba")
+    assert [x3[n, det] for n in (1, 2, 3)] == [-192, 192, 0]  # 3072 >> 4
 
 
 def test_run_input_is_the_bit_the_last_byte_expects_learned_by_run_and_depth():

@@ -541,6 +541,20 @@ def test_extra_sets_are_chosen_by_their_context_and_the_depth_in_the_order_given
     assert layout(cfg)["w"] == (N_ROWS + 8 * (32 + 64 + 16 + 256)) * n_inputs(cfg)
 
 
+def test_the_c3_and_hibits_sets_are_chosen_by_the_last_three_bytes():
+    cfg = dataclasses.replace(SMALL, sets=("c3", "hibits"))
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"q\xe1A7", np.uint8))  # c3 0xe1, c2 'A' 0x41, c1 '7' 0x37
+    sel = view(mixer.buffers, mixer.offs, V_SEL).reshape(256, -1)
+    # hibits: c1's top 3 bits (0b001), c2's (0b010) above them, c3's top 2 (0b11) above those.
+    hibits = 0b001 | 0b010 << 3 | 0b11 << 6
+    for depth, node in ((0, 1), (3, 9)):
+        assert sel[node, 3:5].tolist() == [N_ROWS + 8 * 0xE1 + depth,
+                                            N_ROWS + 8 * 256 + 8 * hibits + depth]  # fmt: skip
+    assert layout(cfg)["w"] == (N_ROWS + 8 * (256 + 256)) * n_inputs(cfg)
+
+
 def test_the_column_and_wordlen_sets_share_their_last_row_past_it():
     cfg = dataclasses.replace(SMALL, sets=("column", "wordlen"))
     mixer = ContextMixer(cfg)

@@ -22,8 +22,8 @@ EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wo
                "matched", "indirect1", "indirect2", "nest", "mamba")  # fmt: skip
 # More weight sets, chosen one by one in ``sets`` (loop.py's _set_rows says what selects each,
 # by depth): the classes of the last two bytes, the length of the word so far, the column, the
-# last byte.
-EXTRA_SETS = ("classes", "wordlen", "column", "c1depth")
+# last byte, the byte three back, the top bits of the last three bytes.
+EXTRA_SETS = ("classes", "wordlen", "column", "c1depth", "c3", "hibits")
 # What level 1 adds, in one field a header spells in a few bytes: these contexts (before
 # ``contexts``), the found set, the SSE pair, the bit histories, the c2 set, the final
 # combiner by node, and the combiner rate's decay (lr_decay).
@@ -82,7 +82,7 @@ _INT_BOUNDS = {
     # More inputs per context model, from its node's bit history (context.py's _read says
     # what each is): 0 none.
     "conf_inputs": (0, 1),
-    "det_inputs": (0, 2),
+    "det_inputs": (0, 3),
     "run_inputs": (0, 2),
     # The APMs of the context side (order 1, order 2 and the SSE pair) at a rate by a count per
     # bucket, from 1/2 down to 2^-(apm_rate + apm_counts - 1); 0: at 2^-apm_rate throughout.
@@ -169,8 +169,9 @@ class MixConfig:
     runs: bool = False  # with the last byte, how often in a row it came keys its map too
     # With the bit histories, more combiner inputs per context model: the history's
     # probability as a confidence (1); where the history holds one bit value only, its stretch
-    # (1) or its signed probability (2); with the last byte, the bit it expects by its run (1),
-    # also by whether the node's history holds one bit value, both or none (2).
+    # (1) or its signed probability (2; 3: an eighth as loud); with the last byte, the bit it
+    # expects by its run (1), also by whether the node's history holds one bit value, both or
+    # none (2).
     conf_inputs: int = 0
     det_inputs: int = 0
     run_inputs: int = 0
@@ -535,8 +536,15 @@ FAST = MixConfig(ctx_log=20, full_log=6, slot_log=8, level=7, bits=True, max_ord
 # half), the default preset's mix since V6_BASES entry 12: 1.7284/2.1254/1.8068/1.5225 ->
 # 1.7230/2.1193/1.8005/1.5180 on the level-6 default's Mamba pdfs
 # (benchmarks/sweep-2026-12-05-bytes.md).
+# Twenty-seventh session, 2026-12-07: four more contexts (indirect1, indirect2, wordgap,
+# wordclass), two more weight sets (c3, hibits) and a deterministic input per context model
+# (det_inputs 3), the default preset's mix since V6_BASES entry 21: 1.7133/2.1130/1.7918/
+# 1.5028 -> 1.7101/2.1129/1.7903/1.4827 on its own Mamba pdfs
+# (benchmarks/sweep-2026-12-07-contexts.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
-                    level=7, combiner_lr=4, final_lr=1, promote=True, bits=True)  # fmt: skip
+                    level=7, combiner_lr=4, final_lr=1, promote=True, bits=True,
+                    contexts=("indirect1", "indirect2", "wordgap", "wordclass"),
+                    sets=("c3", "hibits"), det_inputs=3)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

@@ -265,14 +265,16 @@ def _history_kind(h, states=0):
 @kernel_inline
 def _deterministic(h, p, st, mode, states=0):
     """Where bit history h holds one bit value only: mode 1 the history's stretch st, mode 2
-    its probability p of that value, signed by it (in 1/8192); else 0. Such a context has
-    never been contradicted, which a mix of counters alone cannot tell."""
+    its probability p of that value, signed by it (in 1/8192), mode 3 an eighth of mode 2;
+    else 0. Such a context has never been contradicted, which a mix of counters alone cannot
+    tell. Mode 2 at full was too loud beside the counters (sweep-2026-12-07-contexts.md)."""
     if _history_kind(h, states) != 1:
         return 0
     if mode == 1:
         return st
+    shift = 1 if mode == 2 else 4
     one = N1[np.int64(h)] > 0 if states else np.int64(h) & 1 == 1
-    return p >> 1 if one else -((4096 - p) >> 1)
+    return p >> shift if one else -((4096 - p) >> shift)
 
 
 @kernel_inline

@@ -176,8 +176,8 @@ DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "
 ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, ROW_FOUND, ROW_C2, N_ROWS = 0, 256, 384, 640, 736, 864, 1120
 # The weight sets of mix.sets, after those rows, in the order chosen: each has a row per
 # context value (SET_VALUES) and depth. Their codes are part of the format.
-SET_CODES = {"classes": 0, "wordlen": 1, "column": 2, "c1depth": 3}
-SET_VALUES = (64, 16, 32, 256)  # by code
+SET_CODES = {"classes": 0, "wordlen": 1, "column": 2, "c1depth": 3, "c3": 4, "hibits": 5}
+SET_VALUES = (64, 16, 32, 256, 256, 256)  # by code
 N_PROMOTED = 2  # mix.promote: the Mamba's two inputs also enter the final combiner
 R_SETS = 6 + len(SET_CODES) + N_PROMOTED  # sst's columns: the sets' outputs, then those
 MAX_WORDLEN = 15  # the wordlen set's last value
@@ -376,8 +376,13 @@ def _set_rows(xrow, codes, starts, hist, hstate, mask, c1, c2):
                 v += 1
         elif code == 2:  # the column, the last bucket shared by columns past it
             v = min(hstate[0] - hstate[1], SET_VALUES[2] - 1)
-        else:  # c1depth: the last byte
+        elif code == 3:  # c1depth: the last byte
             v = c1
+        elif code == 4:  # c3: the byte three back
+            v = np.int64(back(hist, hstate, mask, 3))
+        else:  # hibits: the top 3 bits of the last two bytes and the top 2 of the third
+            c3 = np.int64(back(hist, hstate, mask, 3))
+            v = (c1 >> 5) | ((c2 >> 5) << 3) | ((c3 >> 6) << 6)
         xrow[j] = starts[j] + 8 * v
 
 

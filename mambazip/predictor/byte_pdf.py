@@ -19,9 +19,7 @@ with the "mamba" context model, keys a context of its own (mamba_context).
 import numpy as np
 
 from ..jit import kernel, kernel_inline
-from .history import K_MAMBA, S56, fmix
-
-u64 = np.uint64
+from .history import K_MAMBA, fmix, tagged
 
 
 @kernel
@@ -74,8 +72,7 @@ def mamba_context(ctxh, kinds, tree, expected, c1):
         q = tree[256 + expected] / tree[1]
         for bound in CONFIDENCE:
             sure += q > bound
-    v = u64(expected | (sure << 8) | (c1 << 12) | 0x100000)
+    h = tagged(fmix(expected | (sure << 8) | (c1 << 12) | 0x100000), K_MAMBA)
     for i in range(kinds.shape[0]):
         if kinds[i] == K_MAMBA:
-            h = fmix(v)
-            ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(K_MAMBA + 1) << S56)
+            ctxh[i] = h

@@ -73,6 +73,13 @@ def fmix(x):
     return x
 
 
+@kernel_inline
+def tagged(h, kind):
+    """Context hash h of a model of kind ``kind``, its top byte the kind's tag: models of
+    different kinds never share a slot, even where their hashes would collide."""
+    return (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(kind + 1) << S56)
+
+
 @kernel
 def back(hist, hstate, mask, k):
     """The byte k back (k >= 1) as uint64, 0 before the start."""
@@ -236,4 +243,4 @@ def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask, ind):
             h = fmix((u64(ind[256 + ((b2 << u64(8)) | b1)]) << u64(16)) | (b2 << u64(8)) | b1)
         else:  # K_MATCHED and K_MAMBA, set once the match model or the Mamba has moved on
             h = u64(0)
-        ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(kind + 1) << S56)
+        ctxh[i] = tagged(h, kind)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..jit import kernel, kernel_inline
 from .counters import map_p, map_update, stretch
-from .history import K_MATCHED, M1, S56, fmix
+from .history import K_MATCHED, M1, fmix, tagged
 
 u64 = np.uint64
 MAX_LEN = 65535
@@ -139,7 +139,7 @@ def match_context(ctxh, kinds, mstate, mode):
             if mode & 1:
                 v |= ((mstate[SECOND + 2] | 256) << 20) if mstate[SECOND + 1] else 0
             h = fmix(u64(v)) if v else M1
-            ctxh[i] = (h & u64(0x00FFFFFFFFFFFFFF)) ^ (u64(K_MATCHED + 1) << S56)
+            ctxh[i] = tagged(h, K_MATCHED)
 
 
 @kernel

@@ -311,6 +311,20 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
         ),
+        # V6_BASES entries 23 and 24: entries 21 and 22 with the found set by the models
+        # that have seen each node, the default preset's from 2026-12-07 (its third change).
+        "default-base23-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "bits": True},
+        ),
+        "default-base24-prior-PRIOR-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (
@@ -403,6 +417,7 @@ def main(only=None):
     a case added later to an older version's list, such as a new prior's file of version
     6, is written into that version's folder)."""
     versions = [VERSION] if only is None else sorted(CASES)
+    written = 0
     for version in versions:
         golden = GOLDEN.parent / f"v{version}"
         for name, (data, model, train, *rest) in CASES[version].items():
@@ -420,6 +435,9 @@ def main(only=None):
             (golden / f"{name}.mz").write_bytes(blob)
             digest = hashlib.sha256(blob).hexdigest()
             print(f"{name}: {len(data)} -> {len(blob)} bytes, sha256 {digest}")
+            written += 1
+    if not written:
+        sys.exit(f"make_golden: no case named {only!r} (a prior's cases are named by its sha)")
 
 
 if __name__ == "__main__":

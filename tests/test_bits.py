@@ -20,12 +20,14 @@ from mambazip.errors import ConfigError, FormatError
 from mambazip.kernels.step import FREQ_BITS, FREQ_TOTAL
 from mambazip.predictor import SMALL, ContextMixer
 from mambazip.predictor.loop import (
+    ROW_FOUND,
     V_BMAPS,
     V_HMAPS,
     V_MAPS,
     V_MMAP,
     V_P12,
     V_RMAPS,
+    V_SEL,
     V_W,
     V_WF,
     view,
@@ -35,6 +37,7 @@ TEXT = (b"The bit coder predicts only the nodes on the byte's path, one bit at a
     :1500
 ]
 BITS = dataclasses.replace(SMALL, bits=True)
+FOUND_NODE = dataclasses.replace(BITS, found_sel=True, found_node=True)
 # The nibble coding with every node predicted in full and every second slot looked up: what
 # the bit coding computes at the nodes of the byte's path; at level 0 and at the presets'
 # level 7 (bit histories, the last bytes per slot and their runs, 16-bit probabilities).
@@ -124,9 +127,10 @@ def test_a_bytes_code_length_is_exactly_the_product_of_its_8_node_probabilities(
         assert math.isclose(-math.log2(p[0]), exact, rel_tol=1e-12, abs_tol=1e-12), i
 
 
+@pytest.mark.parametrize("base", [BITS, FOUND_NODE], ids=["bits", "found_node"])
 @pytest.mark.parametrize("mamba", [False, True])
-def test_decode_byte_decodes_each_bit_under_the_tables_the_encoder_coded_with(mamba):
-    cfg = dataclasses.replace(BITS, mamba=mamba)
+def test_decode_byte_decodes_each_bit_under_the_tables_the_encoder_coded_with(mamba, base):
+    cfg = dataclasses.replace(base, mamba=mamba)
     data = np.frombuffer(TEXT, np.uint8)
     pdfs = pdfs_for(data, mamba, 7)
     words, freqs, p = coded(cfg, data, pdfs)
@@ -138,6 +142,41 @@ def test_decode_byte_decodes_each_bit_under_the_tables_the_encoder_coded_with(ma
         assert np.array_equal(dec.freq, freqs[i]), i
         dec.advance_byte(byte, None if pdfs is None else pdfs[i + 1])
     assert math.isclose(decoder.cost[0], -np.log2(p).sum(), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("found_node", [False, True])
+def test_found_set_rows_along_a_path(found_node):
+    """After "abcabcabc", orders 0-6 and the two sparse contexts have seen their context,
+    always followed by "a"; the two word contexts have not ("abcabcabc" is a new word). "b"
+    (0x62) leaves "a"'s path at depth 7, a node that order 0 alone has seen (after "a" came
+    "b" and "c"). found_node: the row is by half the models that have seen the node: 9 // 2
+    = 4 above it, 1 // 2 = 0 there; without it, by the 9 models that found the slot."""
+    cfg = dataclasses.replace(FOUND_NODE, found_node=found_node)
+    mixer = ContextMixer(cfg, nibbles=True)
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"abcabcabcb", np.uint8))
+    sel = view(mixer.buffers, mixer.offs, V_SEL).reshape(256, -1)
+    rows = [int(sel[node, 3]) - ROW_FOUND for node in path(0x62)]
+    seen = [4] * 7 + [0] if found_node else [9] * 8
+    assert rows == [8 * n + d for d, n in enumerate(seen)]
+
+
+def test_found_node_needs_the_found_set():
+    with pytest.raises(ConfigError, match="found_node"):
+        dataclasses.replace(BITS, found_node=True)
+
+
+def test_found_node_leaves_the_nibble_coding_as_it_was():
+    """Versions 3 and 4 hold a preset's settings without mix.bits: found_node stays in them
+    and the nibbles keep counting the models that know their slot."""
+    data = np.frombuffer(TEXT[:600], np.uint8)
+    freqs = []
+    for found_node in (False, True):
+        cfg = dataclasses.replace(SMALL, found_sel=True, found_node=found_node)
+        mixer = ContextMixer(cfg, nibbles=True)
+        mixer.prime()
+        freqs.append(mixer.advance(data)[0])
+    assert np.array_equal(freqs[0], freqs[1])
 
 
 def test_the_nibble_calls_are_refused_under_bits():

@@ -120,9 +120,10 @@ def test_the_base_prior_is_named_without_its_digest(base):
 
 
 # Today's default preset (level 7, promote, final_lr 1, no rerun, overlap, mix.bits, the four
-# contexts, two weight sets and deterministic inputs of 2026-12-07) naming its prior 31e2540a.
-DEFAULT_BASE = 21
-PRIOR_BASE = 22  # the same from its prior 31e2540a (preset "prior_train")
+# contexts, two weight sets, deterministic inputs and the found set by node of 2026-12-07)
+# naming its prior 31e2540a.
+DEFAULT_BASE = 23
+PRIOR_BASE = 24  # the same from its prior 31e2540a (preset "prior_train")
 SMALL_PRIOR_BASE = 16  # its small-input counterpart's settings with that prior
 
 
@@ -326,7 +327,8 @@ def test_a_preset_short_input_codes_with_its_small_input_counterpart():
     assert small.mix == dataclasses.replace(settings.mix, max_order=4, sparse=False,
                                             combiner_lr=16, final_lr=8, level=0,
                                             promote=False, bits=False, contexts=(),
-                                            sets=(), det_inputs=0)  # fmt: skip
+                                            sets=(), det_inputs=0,
+                                            found_node=False)  # fmt: skip
     for n in (1, container.SMALL_INPUT):
         assert container.small_input_settings(settings, n) == small
     for n in (0, container.SMALL_INPUT + 1):

@@ -38,6 +38,7 @@ from .loop import (
     D_DMODE,
     D_FINAL,
     D_FLR,
+    D_FNODE,
     D_FOUND,
     D_FSEL,
     D_FULL_LOG,
@@ -209,6 +210,7 @@ class ContextMixer:
         dims[D_MINLEN2] = cfg.match_hash2
         dims[D_MCTX2] = int(cfg.match_ctx2 and cfg.match_two) | 2 * (cfg.match_recovery > 0)
         dims[D_STATES] = cfg.history_states | 2 * cfg.history_by_depth
+        dims[D_FNODE] = cfg.found_node
         return dims
 
     def _init_tables(self, cfg):

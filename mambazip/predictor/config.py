@@ -123,6 +123,7 @@ _BOOL_FIELDS = (
     "byte_history",
     "half_inputs",
     "bits",
+    "found_node",
 )
 
 
@@ -203,6 +204,11 @@ class MixConfig:
     # evaluate 30 (full_log and slot_log are then unused: every node on the path is full
     # and every second slot is looked up).
     bits: bool = False
+    # With mix.bits, the found set's selector is half the number of context models that
+    # have seen the node itself (its counter has a count), as paq8px's order counts at each
+    # bit, in place of those that know the nibble's slot. The nibble coding, which a version
+    # 3 or 4 header gives the same settings without mix.bits, keeps the nibble's count.
+    found_node: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
     # wide final probabilities; 5: also the match model's recovery and second candidate
@@ -248,6 +254,8 @@ class MixConfig:
             raise ConfigError(
                 "mix.match_ctx2 needs the second match candidate (match_min2 or level 5)"
             )
+        if self.found_node and not self.found_set:
+            raise ConfigError("mix.found_node needs the found set (found_sel or level 1)")
 
     @property
     def context_kinds(self):
@@ -474,6 +482,7 @@ _LATER = {
     "byte_history": False,
     "half_inputs": False,
     "bits": False,
+    "found_node": False,
 }
 
 
@@ -541,10 +550,13 @@ FAST = MixConfig(ctx_log=20, full_log=6, slot_log=8, level=7, bits=True, max_ord
 # (det_inputs 3), the default preset's mix since V6_BASES entry 21: 1.7133/2.1130/1.7918/
 # 1.5028 -> 1.7101/2.1129/1.7903/1.4827 on its own Mamba pdfs
 # (benchmarks/sweep-2026-12-07-contexts.md).
+# Twenty-eighth session, 2026-12-07: the found set by the models that have seen each node
+# (found_node), the default preset's mix since V6_BASES entry 23: 1.7101/2.1129/1.7903/1.4827
+# -> 1.7095/2.1118/1.7890/1.4818 on the same Mamba pdfs (benchmarks/sweep-2026-12-07-found.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
                     level=7, combiner_lr=4, final_lr=1, promote=True, bits=True,
                     contexts=("indirect1", "indirect2", "wordgap", "wordclass"),
-                    sets=("c3", "hibits"), det_inputs=3)  # fmt: skip
+                    sets=("c3", "hibits"), det_inputs=3, found_node=True)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

@@ -379,9 +379,14 @@ def find_slots(tbl, ctxh, bmask, nib, slots, hs):
 @kernel
 def read_node(x, midx, tbl, maps, slots, node, j, hs):
     """mix.bits: every model's inputs at byte-tree node alone, from local node j of its slot
-    in slots (find_slots): the bit coding evaluates only the byte's 8 nodes."""
+    in slots (find_slots): the bit coding evaluates only the byte's 8 nodes. Returns how
+    many models have seen the node (its counter has a count)."""
+    seen = 0
     for i in range(slots.shape[0]):
-        _read_slot(x, midx, tbl, maps, i, node, j, slots[i], hs, _last(hs, i))
+        s = slots[i]
+        seen += s >= 0 and tbl[s, j] & 15 > 0
+        _read_slot(x, midx, tbl, maps, i, node, j, s, hs, _last(hs, i))
+    return seen
 
 
 @kernel

@@ -190,8 +190,8 @@ N_FINAL_ROWS = 256  # final weights by depth (rows 0-7) or by node (final_sel 1)
  D_SLOT_LOG, D_MSEL, D_MLR, D_MEAPM, D_NIBBLES, D_FOUND, D_SSE, D_HCOL,
  D_FSEL, D_C2SEL, D_LR_DECAY, D_SCHEDULE, D_APM_MEAN, D_DEAD, D_PROMOTE,
  D_LAST, D_CCOLS, D_CONF, D_DET, D_DMODE, D_RUN, D_ACOUNT, D_PBITS, D_MCOLS, D_RECOVER,
- D_MINLEN2, D_MCTX2, D_ROWHALF, D_STATES, D_BYTES, D_HALF) = range(49)  # fmt: skip
-N_DIMS = 49
+ D_MINLEN2, D_MCTX2, D_ROWHALF, D_STATES, D_BYTES, D_HALF, D_FNODE) = range(50)  # fmt: skip
+N_DIMS = 50
 BITS = 2  # dims[D_NIBBLES] with mix.bits: a byte coded as 8 binary decisions (format 5 on)
 LR_DECAY_LOG = 16
 MATCH_APM = 128 * 256  # contexts of the match APM: the match selector x node
@@ -584,12 +584,13 @@ def _bits(u8, u16, u64b, i32, i64, f64, offs, dims, use_pdf, byte, words, coder,
     for d in range(8):
         if d == 4:
             found[1] = find_slots(tbl, ctxh, dims[D_BMASK], node - 16, slots, hs)
-        read_node(x, midx, tbl, maps, slots, node, node if d < 4 else NODE2_LOCAL[node], hs)
+        seen = read_node(x, midx, tbl, maps, slots, node, node if d < 4 else NODE2_LOCAL[node],
+                         hs)  # fmt: skip
+        known = (seen >> 1) if dims[D_FNODE] else found[d >> 2]
         if use_pdf:
             pm[node] = node_prob(tree, node)
         mode[node] = 1
-        p = _node(nv, expected, dims, c1, c2, h2, h3, xrow, node, True, use_pdf, found[d >> 2],
-                  sse4)  # fmt: skip
+        p = _node(nv, expected, dims, c1, c2, h2, h3, xrow, node, True, use_pdf, known, sse4)
         p12[node] = p
         r = np.int32(p << shift)
         nfreq[2 * d] = FREQ_TOTAL - r

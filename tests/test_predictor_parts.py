@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 
 from mambazip.predictor import SMALL
 from mambazip.predictor.apm import apm_init, apm_predict, apm_update
@@ -77,6 +78,29 @@ def test_combiner_errors_within_the_dead_zone_train_nothing():
     assert w[0].tolist() == [16384, 16384]
     train(w, 0, x, 1, 2, 64, 1, 2, 0, 0, 0, 1792)
     assert w[0].tolist() == [16384 + 112, 16384 - 56]  # as test_combiner_update_... derives
+
+
+RANGES = [(3, 7, 10), (0, 0, 10), (6, 2, 10), (8, 14, 10), (12, 14, 9)]
+
+
+@pytest.mark.parametrize("lo, hi, n", RANGES)
+def test_combiner_steps_inputs_lo_to_hi_at_the_second_rate(lo, hi, n):
+    """Reference: the rule of the module docstring in Python integers, one input at a time,
+    with lr2 where lo <= k < hi, lr elsewhere, the row's scale and the clamp to +-2^22."""
+    rng = np.random.default_rng(lo * 100 + hi)
+    w = rng.integers(-(1 << 22), 1 << 22, (2, n), dtype=np.int64).astype(np.int32)
+    x = rng.integers(-2047, 2048, (3, n), dtype=np.int64).astype(np.int32)
+    w[1, 0] = (1 << 22) - 1  # a step past the bound is clamped
+    x[2, 0] = 2047
+    s, lr, lr2, scale = -300, 5, 11, 3 * 65536 // 2
+    e = 4096 - int(SQUASH[s + 2047])
+    want = w[1].astype(object)
+    for k in range(n):
+        err = (e * (lr2 if lo <= k < hi else lr) * scale) >> 16
+        v = int(w[1, k]) + ((int(x[2, k]) * err + (1 << 13)) >> 14)
+        want[k] = min(max(v, -(1 << 22)), 1 << 22)
+    train(w, 1, x, 2, n, s, 1, lr, lo, hi, lr2, 0, scale)
+    assert w[1].tolist() == list(want)
 
 
 def test_apm_interpolates_between_buckets_and_hits_them_at_the_edges():

@@ -45,6 +45,7 @@ from mambazip.kernels.step import (
     forward_byte,
     optimizer_step,
 )
+from mambazip.kernels.views import copy_into
 from mambazip.model import OnlineLearner
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "corpus"
@@ -88,8 +89,8 @@ def _flushes(grad, offs, dims, seg, need, reps):
 def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, seg, scratch, reps):
     W = weight_views(theta, offs, dims)
     for _ in range(reps):
-        conv_state[...] = seg.ck_conv[0]
-        ssm_state[...] = seg.ck_ssm[0]
+        copy_into(conv_state, seg.ck_conv[0])
+        copy_into(ssm_state, seg.ck_ssm[0])
         model_rerun(W, A, conv_state, ssm_state, seg.ck_pos[0], seg.inputs, scratch, dims[DIM_R],
                     np.float32(hyper[H_EPS]))  # fmt: skip
 

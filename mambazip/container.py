@@ -1032,8 +1032,9 @@ V6_BASES = (
               "sets": ["c3", "hibits"], "det_inputs": 3},
       "seed": 0},
      "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
-    # entry 21 with the found set by the models that have seen each node (found_node), the
-    # default preset's from 2026-12-07 (its third change that day)
+    # entry 21 with the found set by the models that have seen each node (found_node) and a
+    # dead zone of 8 in place of level 2's 32, the default preset's from 2026-12-07 (its
+    # third change that day)
     ({"model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
                 "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
                 "conv_bias": True, "x_proj_bias": False, "head_bias": False,
@@ -1049,10 +1050,11 @@ V6_BASES = (
               "level": 7,
               "bits": True,
               "contexts": ["indirect1", "indirect2", "wordgap", "wordclass"],
-              "sets": ["c3", "hibits"], "det_inputs": 3, "found_node": True},
+              "sets": ["c3", "hibits"], "det_inputs": 3, "found_node": True,
+              "dead_zone": 8},
       "seed": 0},
      "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
-    # entry 22 with found_node, the default preset from its prior
+    # entry 22 with found_node and dead_zone 8, the default preset from its prior
     ({"model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
                 "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
                 "conv_bias": True, "x_proj_bias": False, "head_bias": False,
@@ -1068,7 +1070,8 @@ V6_BASES = (
               "level": 7,
               "bits": True,
               "contexts": ["indirect1", "indirect2", "wordgap", "wordclass"],
-              "sets": ["c3", "hibits"], "det_inputs": 3, "found_node": True},
+              "sets": ["c3", "hibits"], "det_inputs": 3, "found_node": True,
+              "dead_zone": 8},
       "seed": 0},
      "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
 )  # fmt: skip

@@ -312,7 +312,8 @@ CASES = {
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
         ),
         # V6_BASES entries 23 and 24: entries 21 and 22 with the found set by the models
-        # that have seen each node, the default preset's from 2026-12-07 (its third change).
+        # that have seen each node and dead zone 8, the default preset's from 2026-12-07 (its
+        # third change).
         "default-base23-short": (
             TEXT[:400],
             {},

@@ -120,8 +120,8 @@ def test_the_base_prior_is_named_without_its_digest(base):
 
 
 # Today's default preset (level 7, promote, final_lr 1, no rerun, overlap, mix.bits, the four
-# contexts, two weight sets, deterministic inputs and the found set by node of 2026-12-07)
-# naming its prior 31e2540a.
+# contexts, two weight sets, deterministic inputs, the found set by node and dead zone 8 of
+# 2026-12-07) naming its prior 31e2540a.
 DEFAULT_BASE = 23
 PRIOR_BASE = 24  # the same from its prior 31e2540a (preset "prior_train")
 SMALL_PRIOR_BASE = 16  # its small-input counterpart's settings with that prior
@@ -328,7 +328,7 @@ def test_a_preset_short_input_codes_with_its_small_input_counterpart():
                                             combiner_lr=16, final_lr=8, level=0,
                                             promote=False, bits=False, contexts=(),
                                             sets=(), det_inputs=0,
-                                            found_node=False)  # fmt: skip
+                                            found_node=False, dead_zone=0)  # fmt: skip
     for n in (1, container.SMALL_INPUT):
         assert container.small_input_settings(settings, n) == small
     for n in (0, container.SMALL_INPUT + 1):

@@ -551,12 +551,15 @@ FAST = MixConfig(ctx_log=20, full_log=6, slot_log=8, level=7, bits=True, max_ord
 # 1.5028 -> 1.7101/2.1129/1.7903/1.4827 on its own Mamba pdfs
 # (benchmarks/sweep-2026-12-07-contexts.md).
 # Twenty-eighth session, 2026-12-07: the found set by the models that have seen each node
-# (found_node), the default preset's mix since V6_BASES entry 23: 1.7101/2.1129/1.7903/1.4827
-# -> 1.7095/2.1118/1.7890/1.4818 on the same Mamba pdfs (benchmarks/sweep-2026-12-07-found.md).
+# (found_node) and a dead zone of 8 (level 2's 32 skipped steps that were worth taking), the
+# default preset's mix since V6_BASES entry 23: 1.7101/2.1129/1.7903/1.4827 ->
+# 1.7095/2.1118/1.7890/1.4818 -> 1.7086/2.1114/1.7886/1.4815 on the same Mamba pdfs
+# (benchmarks/sweep-2026-12-07-found.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
                     level=7, combiner_lr=4, final_lr=1, promote=True, bits=True,
                     contexts=("indirect1", "indirect2", "wordgap", "wordclass"),
-                    sets=("c3", "hibits"), det_inputs=3, found_node=True)  # fmt: skip
+                    sets=("c3", "hibits"), det_inputs=3, found_node=True,
+                    dead_zone=8)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

@@ -5,14 +5,16 @@ of a file, then times each part in a compiled loop, so that Numba's dispatch is 
 and reports µs per byte:
 
 * ``loop``: the whole online loop (``run_segments``) over the next bytes, as compression runs
-  it (coding excluded);
+  it (coding excluded); under train.overlap this thread's time leaves out the updates, which
+  run on the other thread;
 * ``forward``: one forward with the head (``forward_byte``);
 * ``backward``: the backward of the 16 tokens of a segment (``backward_tokens``), and of that
   the weight-gradient terms (``flush_weight_grads``, not counted again in the sum);
 * ``re-forward``: the state-only rerun of a segment after its update (``model_rerun``; with
   ``--no-rerun`` the loop skips it, so it is left out of the sum);
 * ``optimizer``: one update, divided by the segment length (ten updates of a zero gradient:
-  more would let the moments decay into subnormal numbers, whose arithmetic is slow).
+  more would let the moments decay into subnormal numbers, whose arithmetic is slow); out of
+  place under train.overlap, as it runs there, else in place.
 
 The parts are timed on a warm cache and the same data again and again, so their sum can be
 below ``loop``. Times are this thread's CPU time (``time.thread_time``), not wall time: on a
@@ -96,10 +98,10 @@ def _reforwards(theta, A, offs, dims, hyper, conv_state, ssm_state, seg, scratch
 
 
 @kernel
-def _updates(theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper, counters,
-             reps):  # fmt: skip
+def _updates(src, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+             counters, reps):  # fmt: skip
     for _ in range(reps):
-        optimizer_step(theta, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
+        optimizer_step(src, theta, A, grad, adam_m, adam_v, offs, need, ranges, lrs, dims, hyper,
                        counters, counters[C_BYTES] + 1)  # fmt: skip
 
 
@@ -146,8 +148,12 @@ def main():
     adam_m, adam_v = learner.adam_m.copy(), learner.adam_v.copy()
     need, ranges = learner.need, learner.ranges
     scratch = np.zeros(seg.work.size, dtype=np.float32)
-    update_args = (theta, A, grad, adam_m, adam_v, offs, need, ranges, learner.lrs, dims, hyper,
-                   state[2])  # fmt: skip
+    # An overlapped update steps from one weight buffer into the other; else in place. The
+    # compiled loop differs: in place, the compiler cannot rule out that the two overlap
+    # and runs it one element at a time (about 10x slower, measured 2026-12-07).
+    src = theta.copy() if settings.train.overlap else theta
+    update_args = (src, theta, A, grad, adam_m, adam_v, offs, need, ranges, learner.lrs, dims,
+                   hyper, state[2])  # fmt: skip
     parts = {
         "forward": _timed(_forwards, theta, A, offs, dims, hyper, *state, m.work, data, reps=4000)
         / 4000,
@@ -163,7 +169,8 @@ def main():
     cfg = settings.model
     print(
         f"d_model {cfg.d_model} x {cfg.n_layer} layers, d_inner {cfg.d_inner}, "
-        f"d_state {cfg.d_state}, bptt {bptt}, rerun {settings.train.rerun}; after "
+        f"d_state {cfg.d_state}, bptt {bptt}, rerun {settings.train.rerun}, overlap "
+        f"{settings.train.overlap}; after "
         f"{args.train} bytes of {args.file.name}"
     )
     if not settings.train.rerun:

@@ -161,11 +161,6 @@ def test_found_set_rows_along_a_path(found_node):
     assert rows == [8 * n + d for d, n in enumerate(seen)]
 
 
-def test_found_node_needs_the_found_set():
-    with pytest.raises(ConfigError, match="found_node"):
-        dataclasses.replace(BITS, found_node=True)
-
-
 def test_found_node_leaves_the_nibble_coding_as_it_was():
     """Versions 3 and 4 hold a preset's settings without mix.bits: found_node stays in them
     and the nibbles keep counting the models that know their slot."""

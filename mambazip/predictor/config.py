@@ -207,7 +207,8 @@ class MixConfig:
     # With mix.bits, the found set's selector is half the number of context models that
     # have seen the node itself (its counter has a count), as paq8px's order counts at each
     # bit, in place of those that know the nibble's slot. The nibble coding, which a version
-    # 3 or 4 header gives the same settings without mix.bits, keeps the nibble's count.
+    # 3 or 4 header gives the same settings without mix.bits, keeps the nibble's count;
+    # without the found set (level 0) there is nothing to select.
     found_node: bool = False
     level: int = 0  # 1: LEVEL1_CONTEXTS and the parts above; 2: also what LEVEL2_SETS says; 3:
     # also LEVEL3_CONTEXTS and the runs; 4: also the run inputs (LEVEL4_RUN_INPUTS) and the
@@ -254,8 +255,6 @@ class MixConfig:
             raise ConfigError(
                 "mix.match_ctx2 needs the second match candidate (match_min2 or level 5)"
             )
-        if self.found_node and not self.found_set:
-            raise ConfigError("mix.found_node needs the found set (found_sel or level 1)")
 
     @property
     def context_kinds(self):

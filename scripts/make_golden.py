@@ -326,6 +326,21 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
         ),
+        # V6_BASES entries 25 and 26: entries 23 and 24 with the word1b context, the states,
+        # the match recovery up to 6, counter_limit 15 and the order-4 APM, the default
+        # preset's from 2026-12-07 (its fourth change).
+        "default-base25-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "bits": True},
+        ),
+        "default-base26-prior-PRIOR-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (

@@ -119,11 +119,12 @@ def test_the_base_prior_is_named_without_its_digest(base):
     assert parsed["model_sha256"] == prior
 
 
-# Today's default preset (level 7, promote, final_lr 1, no rerun, overlap, mix.bits, the four
-# contexts, two weight sets, deterministic inputs, the found set by node and dead zone 8 of
-# 2026-12-07) naming its prior 31e2540a.
-DEFAULT_BASE = 23
-PRIOR_BASE = 24  # the same from its prior 31e2540a (preset "prior_train")
+# Today's default preset (level 7, promote, final_lr 1, no rerun, overlap, mix.bits, the five
+# contexts, two weight sets, deterministic inputs, the found set by node, dead zone 8, the
+# states, the match recovery, counter_limit 15 and the order-4 APM of 2026-12-07) naming its
+# prior 31e2540a.
+DEFAULT_BASE = 25
+PRIOR_BASE = 26  # the same from its prior 31e2540a (preset "prior_train")
 SMALL_PRIOR_BASE = 16  # its small-input counterpart's settings with that prior
 
 
@@ -328,7 +329,9 @@ def test_a_preset_short_input_codes_with_its_small_input_counterpart():
                                             combiner_lr=16, final_lr=8, level=0,
                                             promote=False, bits=False, contexts=(),
                                             sets=(), det_inputs=0,
-                                            found_node=False, dead_zone=0)  # fmt: skip
+                                            found_node=False, dead_zone=0, states=0,
+                                            match_recover=0, counter_limit=14,
+                                            sse_order4=False)  # fmt: skip
     for n in (1, container.SMALL_INPUT):
         assert container.small_input_settings(settings, n) == small
     for n in (0, container.SMALL_INPUT + 1):

@@ -191,8 +191,8 @@ def test_history_depth_keys_the_history_maps_by_depth_too(states, entries):
 
 
 def test_the_new_fields_at_their_defaults_leave_older_headers_alone():
-    for level in range(6):
-        cfg = dataclasses.replace(DEFAULT, level=level)
+    for level in range(6):  # states at its default, 0 (the default preset takes 1)
+        cfg = dataclasses.replace(DEFAULT, level=level, states=0)
         assert {"states", "history_depth"}.isdisjoint(cfg.to_dict())
         assert MixConfig.from_dict(cfg.to_dict()) == cfg
     on = dataclasses.replace(DEFAULT, states=1, history_depth=True)

@@ -223,6 +223,15 @@ def test_the_word_before_the_last_skips_the_last():
     assert a[1] != b[1]
 
 
+def test_the_word1b_context_is_the_last_whole_word_and_the_last_two_bytes():
+    kinds = ("word1b",)
+    a = _hashes(b"red car, bl", kinds)
+    assert a == _hashes(b"big Car, bl", kinds)  # the word before it and the case do not count
+    assert a == _hashes(b"car; bl", kinds)  # nor the bytes beyond the last two
+    assert a != _hashes(b"red cat, bl", kinds)  # another last whole word
+    assert a != _hashes(b"red car, bx", kinds)  # another last byte
+
+
 def test_classes_context_sees_the_shape_of_the_last_8_bytes_and_the_last_byte():
     kinds = ("classes",)
     assert _hashes(b"Ab 12.cd", kinds) == _hashes(b"Xy 90,ed", kinds)

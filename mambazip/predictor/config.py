@@ -19,7 +19,7 @@ WORD_KINDS = ("word", "word2")  # current word; current and previous word
 SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back alone
 # Chosen one by one in ``contexts``, after the others (history.py says what each hashes).
 EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass",
-               "matched", "indirect1", "indirect2", "nest", "mamba")  # fmt: skip
+               "matched", "indirect1", "indirect2", "nest", "mamba", "word1b")  # fmt: skip
 # More weight sets, chosen one by one in ``sets`` (loop.py's _set_rows says what selects each,
 # by depth): the classes of the last two bytes, the length of the word so far, the column, the
 # last byte, the byte three back, the top bits of the last three bytes.
@@ -554,11 +554,15 @@ FAST = MixConfig(ctx_log=20, full_log=6, slot_log=8, level=7, bits=True, max_ord
 # default preset's mix since V6_BASES entry 23: 1.7101/2.1129/1.7903/1.4827 ->
 # 1.7095/2.1118/1.7890/1.4818 -> 1.7086/2.1114/1.7886/1.4815 on the same Mamba pdfs
 # (benchmarks/sweep-2026-12-07-found.md).
+# Twenty-ninth session, 2026-12-07: the word1b context, the bit histories as states (states
+# 1), the match model's recovery up to 6 misses of 16, counter_limit 15 and the order-4 APM,
+# the default preset's mix since V6_BASES entry 25: 1.7086/2.1114/1.7886/1.4815 ->
+# 1.7072/2.1087/1.7859/1.4762 on the same Mamba pdfs (benchmarks/sweep-2026-12-07-states.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
                     level=7, combiner_lr=4, final_lr=1, promote=True, bits=True,
-                    contexts=("indirect1", "indirect2", "wordgap", "wordclass"),
-                    sets=("c3", "hibits"), det_inputs=3, found_node=True,
-                    dead_zone=8)  # fmt: skip
+                    contexts=("indirect1", "indirect2", "wordgap", "wordclass", "word1b"),
+                    sets=("c3", "hibits"), det_inputs=3, found_node=True, dead_zone=8,
+                    states=1, match_recover=6, counter_limit=15, sse_order4=True)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.
 MAX = MixConfig(

@@ -10,7 +10,8 @@ fresh predictors: on a shared machine wall time and single runs vary by 10-20 %)
 predictor; it must give the same tables; format 5: with ``advance_nibble`` between a byte's
 two nibbles; not with ``--set bits=true``, whose decoder has no call between a byte's bits),
 µs/byte of decoding those bytes from their range-coded words as blocks.py does (format 5:
-decoding inside the compiled loop), and the memory of the config. Compile time is excluded (one warm-up call on a tiny config first).
+decoding inside the compiled loop), and the memory of the config. Compile time is excluded
+(one warm-up call on a tiny config first).
 ``--format 4``: all 255 nodes, one 256-symbol table per byte (formats 3 and 4); ``5``: the
 nibble coding, only the byte's path (format 5). The script also runs on a checkout from
 before format 5 (``--format 4`` only).

@@ -174,6 +174,17 @@ def test_found_node_leaves_the_nibble_coding_as_it_was():
     assert np.array_equal(freqs[0], freqs[1])
 
 
+def test_found_node_without_the_found_set_codes_as_without_it():
+    """Level 0 has no found set: found_node has nothing to select and changes no bit."""
+    data = np.frombuffer(TEXT[:600], np.uint8)
+    freqs = []
+    for found_node in (False, True):
+        mixer = ContextMixer(dataclasses.replace(BITS, found_node=found_node), nibbles=True)
+        mixer.prime()
+        freqs.append(mixer.advance(data)[0])
+    assert np.array_equal(freqs[0], freqs[1])
+
+
 def test_the_nibble_calls_are_refused_under_bits():
     m = ContextMixer(BITS, nibbles=True)
     m.prime()

@@ -380,15 +380,20 @@ def preset_names():
     )
 
 
-def load_preset(name, keep_prior=False):
+def load_preset(name, keep_prior=False, binary=False):
     """The preset ``models/NAME.json`` as a settings dict (model, train, seed; with
     ``keep_prior`` also "prior", the SHA-256 of its pretrained starting model, and
-    "prior_train", the training fields that differ when the Mamba starts from it)."""
+    "prior_train", the training fields that differ when the Mamba starts from it). With
+    ``binary``, its mix takes the preset's "binary_mix" fields: those that differ for an
+    input that does not look like text (``priors.looks_like_text``)."""
     if name not in preset_names():
         raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(preset_names())}")
     text = models_dir().joinpath(f"{name}.json").read_text()
     data = json.loads(text)
     data.pop("benchmark", None)
+    binary_mix = data.pop("binary_mix", {})
+    if binary and "mix" in data:
+        data["mix"] = {**data["mix"], **binary_mix}
     if not keep_prior:
         data.pop("prior", None)
         data.pop("prior_train", None)
@@ -396,13 +401,14 @@ def load_preset(name, keep_prior=False):
 
 
 def resolve_settings(preset="default", model=None, train=None, seed=None, mix=None,
-                     from_prior=False):  # fmt: skip
+                     from_prior=False, binary=False):  # fmt: skip
     """A preset with explicit overrides applied (None values are ignored). Changing d_model
     without d_inner or dt_rank derives them anew, as Mamba does. ``mix``: one of MIX_MODES
     (None: the preset's), the preset's mixing tables with or without the Mamba. With
     ``from_prior``, the settings of a Mamba that starts from the preset's prior: its
-    "prior_train" fields under the explicit ``train`` ones."""
-    data = load_preset(preset, keep_prior=from_prior)
+    "prior_train" fields under the explicit ``train`` ones. With ``binary``, the mix of an
+    input that does not look like text (``load_preset``)."""
+    data = load_preset(preset, keep_prior=from_prior, binary=binary)
     data.pop("prior", None)
     prior_train = data.pop("prior_train", {})
     if mix is not None:

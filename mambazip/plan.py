@@ -23,7 +23,9 @@ class Start:
     """The settings (None when decoding: the header has them) and the model to start from:
     ``model`` a ``checkpoint.Checkpoint`` (``resume``: with its optimizer state and saved
     training settings), or else ``prior``, a preset's prior that starts an input that looks
-    like text (``priors.looks_like_text``). ``notices``: what loading the model had to say."""
+    like text (``priors.looks_like_text``). ``notices``: what loading the model had to say.
+    ``binary_settings``: the settings of an input that does not look like text, where the
+    preset's mix has its own for those (its "binary_mix")."""
 
     settings: Settings = None
     model: object = None
@@ -31,16 +33,20 @@ class Start:
     prior: object = None
     notices: tuple = ()
     prior_settings: Settings = None
+    binary_settings: Settings = None
 
     def for_input(self, first_block):
-        """This start for an input beginning with ``first_block``: the prior becomes the
-        model, with ``prior_settings`` (the recipe of a Mamba that starts from it) when
-        there are any, when the input looks like text; it is dropped otherwise."""
+        """This start for an input beginning with ``first_block``. When the input looks like
+        text, the prior becomes the model, with ``prior_settings`` (the recipe of a Mamba
+        that starts from it) when there are any; otherwise the prior is dropped and
+        ``binary_settings``, when there are any, replace the settings."""
         model, settings = self.model, self.settings
-        if model is None and self.prior is not None and priors.looks_like_text(first_block):
+        if not priors.looks_like_text(first_block):
+            settings = self.binary_settings or settings
+        elif model is None and self.prior is not None:
             model, settings = self.prior, self.prior_settings or settings
         return dataclasses.replace(self, settings=settings, model=model, prior=None,
-                                   prior_settings=None)  # fmt: skip
+                                   prior_settings=None, binary_settings=None)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -134,12 +140,15 @@ def start(preset="default", overrides=None, seed=None, mix=None, given=None, pri
     shape = {k: overrides.pop(k) for k in MODEL_KEYS if k in overrides}
     if given.model is None:
         settings = resolve_settings(preset, model=shape, train=overrides, seed=seed, mix=mix)
+        binary = resolve_settings(preset, model=shape, train=overrides, seed=seed, mix=mix,
+                                  binary=True)  # fmt: skip
+        binary = None if binary == settings else binary
         chosen = prior_for(preset, settings, memlimit) if prior else None
         if chosen is None:
-            return Start(settings)
+            return Start(settings, binary_settings=binary)
         with_prior = resolve_settings(preset, model=shape, train=overrides, seed=seed, mix=mix,
                                       from_prior=True)  # fmt: skip
-        return Start(settings, prior=chosen, prior_settings=with_prior)
+        return Start(settings, prior=chosen, prior_settings=with_prior, binary_settings=binary)
     for key, value in shape.items():
         have = getattr(given.model.config, key)
         if value != have:
@@ -148,18 +157,22 @@ def start(preset="default", overrides=None, seed=None, mix=None, given=None, pri
     if mix == "cm":
         raise ConfigError("--mix cm leaves out the Mamba that --model/--resume start")
     settings = settings_for(given.model, given.resume, preset, overrides, seed, mix)
-    return dataclasses.replace(given, settings=settings)
+    binary = settings_for(given.model, given.resume, preset, overrides, seed, mix, binary=True)
+    return dataclasses.replace(given, settings=settings,
+                               binary_settings=None if binary == settings else binary)  # fmt: skip
 
 
-def settings_for(model, resume, preset="default", train=None, seed=None, mix=None):
+def settings_for(model, resume, preset="default", train=None, seed=None, mix=None,
+                 binary=False):  # fmt: skip
     """Settings to train the checkpoint ``model`` with: the shape is the checkpoint's;
     training and mixing settings are the checkpoint's own when resuming one of ours, else
-    the preset's; ``train`` (None values ignored), ``seed`` and ``mix`` override."""
+    the preset's (with ``binary``, its mix for an input that does not look like text);
+    ``train`` (None values ignored), ``seed`` and ``mix`` override."""
     if resume and model.settings is not None:
         saved = model.settings.to_dict()
         base, base_seed, base_mix = saved["train"], model.settings.seed, saved.get("mix")
     else:
-        data = load_preset(preset)
+        data = load_preset(preset, binary=binary)
         base, base_seed, base_mix = data.get("train", {}), data.get("seed", 0), data.get("mix")
     if mix is not None:
         if mix not in MIX_MODES:

@@ -40,6 +40,9 @@ TEXT = (
     b"the decoder replays the same training bit for bit.\n"
 ) * 6 + bytes(range(256))
 
+# Little-endian integers, most of their bytes zero: not text (priors.looks_like_text).
+BINARY = struct.pack("<200I", *range(0, 2_000_000, 10_000))
+
 TINY = {"d_model": 8, "n_layer": 1, "d_state": 4, "d_conv": 3}
 
 
@@ -341,6 +344,14 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
         ),
+        # Entry 25 with combiners twice as fast, the default preset's mix for an input that
+        # does not look like text (its "binary_mix"), from 2026-12-07.
+        "default-base27-binary-short": (
+            BINARY[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "binary": True, "bits": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (
@@ -403,6 +414,7 @@ def _preset_settings(model, train, options):
         seed=options.get("seed", 1234),
         mix=None if mix == "preset" else ("cm" if mix in LEVELS else mix),
         from_prior=options.get("from_prior", False),
+        binary=options.get("binary", False),
     )
     if mix in ("full", "cm", *LEVELS):
         small = dataclasses.replace(SMALL, mamba=mix == "full", level=LEVELS.get(mix, 0))

@@ -298,3 +298,68 @@ def test_the_prior_recipe_is_no_part_of_the_presets_settings(prior_recipe):
     assert resolve_settings("tiny").train.lr == 0.003
     assert resolve_settings("tiny", from_prior=True).train.lr == 0.001
     assert "prior_train" not in config.load_preset("tiny")
+
+
+@pytest.fixture
+def binary_mix(models):
+    """The "tiny" preset with small mixing tables and a "binary_mix" of its own: an input
+    that does not look like text is coded with combiners twice as fast."""
+    folder, _ = models
+    preset = json.loads((folder / "tiny.json").read_text())
+    mix = {"ctx_log": 12, "hist_log": 16, "match_log": 12, "apm_log": 10, "combiner_lr": 4}
+    preset = {**preset, "mix": mix, "binary_mix": {"combiner_lr": 8}}
+    (folder / "tiny.json").write_text(json.dumps(preset))
+    return folder
+
+
+BINARY = b"".join(i.to_bytes(4, "little") for i in range(600))
+
+
+def test_binary_input_codes_with_the_presets_binary_mix(run_cli, binary_mix):
+    packed = run_cli("compress", "--preset", "tiny", "--mix", "cm", input=BINARY)
+    assert packed.exit_code == 0, packed.stderr
+    header = container.read_header(io.BytesIO(packed.stdout))
+    assert header["settings"].mix.combiner_lr == 8
+    assert header["settings"] == resolve_settings("tiny", mix="cm", binary=True)
+    assert run_cli("decompress", input=packed.stdout).stdout == BINARY
+
+
+def test_text_codes_with_the_presets_own_mix(run_cli, binary_mix):
+    packed = run_cli("compress", "--preset", "tiny", "--mix", "cm", input=TEXT)
+    assert packed.exit_code == 0, packed.stderr
+    header = container.read_header(io.BytesIO(packed.stdout))
+    assert header["settings"] == resolve_settings("tiny", mix="cm")
+    assert header["settings"].mix.combiner_lr == 4
+    assert run_cli("decompress", input=packed.stdout).stdout == TEXT
+
+
+def test_a_given_model_codes_binary_input_with_the_presets_binary_mix(run_cli, binary_mix,
+                                                                       tmp_path):  # fmt: skip
+    saved = tmp_path / "given.safetensors"
+    stats = codec.compress_stream(
+        io.BytesIO(TEXT), io.BytesIO(), resolve_settings("tiny", mix="none")
+    )
+    checkpoint.save(saved, stats.learner)
+    packed = run_cli(
+        "compress", "--preset", "tiny", "--mix", "full", "--model", saved, input=BINARY
+    )
+    assert packed.exit_code == 0, packed.stderr
+    assert container.read_header(io.BytesIO(packed.stdout))["settings"].mix.combiner_lr == 8
+    restored = run_cli("decompress", "--model", saved, input=packed.stdout)
+    assert restored.stdout == BINARY
+
+
+def test_the_binary_mix_is_no_part_of_the_presets_settings(binary_mix):
+    assert resolve_settings("tiny").mix.combiner_lr == 4
+    assert resolve_settings("tiny", binary=True).mix.combiner_lr == 8
+    assert resolve_settings("tiny", mix="none", binary=True).mix is None
+    assert "binary_mix" not in config.load_preset("tiny", keep_prior=True)
+
+
+def test_a_start_takes_its_binary_settings_for_binary_input_only():
+    text_settings = resolve_settings("default")
+    binary_settings = resolve_settings("default", binary=True)
+    start = plan.Start(text_settings, binary_settings=binary_settings)
+    assert start.for_input(BINARY).settings == binary_settings
+    assert start.for_input(TEXT).settings == text_settings
+    assert start.for_input(BINARY).binary_settings is None

@@ -344,13 +344,26 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
         ),
-        # Entry 25 with combiners twice as fast, the default preset's mix for an input that
-        # does not look like text (its "binary_mix"), from 2026-12-07.
+        # Entry 25 with combiners 1.5 times as fast and the pos4 set, the default preset's mix
+        # for an input that does not look like text (its "binary_mix"), from 2026-12-07.
         "default-base27-binary-short": (
             BINARY[:400],
             {},
             {},
             {"mix": "preset", "extras": {}, "binary": True, "bits": True},
+        ),
+        # Entry 25 with the word set, the default preset from 2026-12-07 (its fifth change).
+        "default-base28-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "bits": True},
+        ),
+        "default-base29-prior-PRIOR-short": (
+            TEXT[:400],
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
         ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.

@@ -120,11 +120,11 @@ def test_the_base_prior_is_named_without_its_digest(base):
 
 
 # Today's default preset (level 7, promote, final_lr 1, no rerun, overlap, mix.bits, the five
-# contexts, two weight sets, deterministic inputs, the found set by node, dead zone 8, the
+# contexts, three weight sets, deterministic inputs, the found set by node, dead zone 8, the
 # states, the match recovery, counter_limit 15 and the order-4 APM of 2026-12-07) naming its
 # prior 31e2540a.
-DEFAULT_BASE = 25
-PRIOR_BASE = 26  # the same from its prior 31e2540a (preset "prior_train")
+DEFAULT_BASE = 28
+PRIOR_BASE = 29  # the same from its prior 31e2540a (preset "prior_train")
 SMALL_PRIOR_BASE = 16  # its small-input counterpart's settings with that prior
 BINARY_BASE = 27  # the default preset's settings for binary input (its "binary_mix")
 

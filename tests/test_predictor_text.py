@@ -564,6 +564,34 @@ def test_the_c3_and_hibits_sets_are_chosen_by_the_last_three_bytes():
     assert layout(cfg)["w"] == (N_ROWS + 8 * (256 + 256)) * n_inputs(cfg)
 
 
+def test_the_word_set_is_chosen_by_the_word_so_far_and_is_one_row_outside_a_word():
+    cfg = dataclasses.replace(SMALL, sets=("word",))
+
+    def word_row(text):
+        mixer = ContextMixer(cfg)
+        mixer.prime()
+        mixer.advance(np.frombuffer(text, np.uint8))
+        return view(mixer.buffers, mixer.offs, V_SEL).reshape(256, -1)[1, 3]
+
+    # The same word so far after different bytes: one row; its case does not count.
+    assert word_row(b"a cat. cat") == word_row(b"the dog, Cat")
+    assert word_row(b"a cat. cat") != word_row(b"a cat. cap")
+    # Outside a word (the last byte not a letter), every history has value 0's row.
+    assert word_row(b"a cat. ") == word_row(b"42 (") == N_ROWS
+    assert layout(cfg)["w"] == (N_ROWS + 8 * 256) * n_inputs(cfg)
+
+
+def test_the_pos4_set_is_chosen_by_the_position_mod_4_and_the_last_bytes_top_bits():
+    cfg = dataclasses.replace(SMALL, sets=("c3", "pos4"))
+    mixer = ContextMixer(cfg)
+    mixer.prime()
+    mixer.advance(np.frombuffer(b"\x00\x01\x02\x03\x04\xfe", np.uint8))  # 6 bytes: 6 % 4 = 2
+    sel = view(mixer.buffers, mixer.offs, V_SEL).reshape(256, -1)
+    pos4 = 2 * 64 + (0xFE >> 2)
+    for depth, node in ((0, 1), (5, 40)):
+        assert sel[node, 4] == N_ROWS + 8 * 256 + 8 * pos4 + depth
+
+
 def test_the_column_and_wordlen_sets_share_their_last_row_past_it():
     cfg = dataclasses.replace(SMALL, sets=("column", "wordlen"))
     mixer = ContextMixer(cfg)

@@ -22,8 +22,9 @@ EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wo
                "matched", "indirect1", "indirect2", "nest", "mamba", "word1b")  # fmt: skip
 # More weight sets, chosen one by one in ``sets`` (loop.py's _set_rows says what selects each,
 # by depth): the classes of the last two bytes, the length of the word so far, the column, the
-# last byte, the byte three back, the top bits of the last three bytes.
-EXTRA_SETS = ("classes", "wordlen", "column", "c1depth", "c3", "hibits")
+# last byte, the byte three back, the top bits of the last three bytes, the word so far, the
+# position mod 4 with the last byte's top bits.
+EXTRA_SETS = ("classes", "wordlen", "column", "c1depth", "c3", "hibits", "word", "pos4")
 # What level 1 adds, in one field a header spells in a few bytes: these contexts (before
 # ``contexts``), the found set, the SSE pair, the bit histories, the c2 set, the final
 # combiner by node, and the combiner rate's decay (lr_decay).
@@ -558,10 +559,14 @@ FAST = MixConfig(ctx_log=20, full_log=6, slot_log=8, level=7, bits=True, max_ord
 # 1), the match model's recovery up to 6 misses of 16, counter_limit 15 and the order-4 APM,
 # the default preset's mix since V6_BASES entry 25: 1.7086/2.1114/1.7886/1.4815 ->
 # 1.7072/2.1087/1.7859/1.4762 on the same Mamba pdfs (benchmarks/sweep-2026-12-07-states.md).
+# Thirtieth session, 2026-12-07: the word set (the word so far in 8 bits), the default preset's
+# mix since V6_BASES entry 28: enwik6/book1/alice29.txt 1.7072/2.1087/1.7859 ->
+# 1.7071/2.1074/1.7840 on the same Mamba pdfs; binary input takes the preset's "binary_mix"
+# (benchmarks/sweep-2026-12-07-binary.md).
 DEFAULT = MixConfig(mamba=True, mamba_sel=2, mamba_eapm=1, mamba_lr=4, full_log=6, slot_log=8,
                     level=7, combiner_lr=4, final_lr=1, promote=True, bits=True,
                     contexts=("indirect1", "indirect2", "wordgap", "wordclass", "word1b"),
-                    sets=("c3", "hibits"), det_inputs=3, found_node=True, dead_zone=8,
+                    sets=("c3", "hibits", "word"), det_inputs=3, found_node=True, dead_zone=8,
                     states=1, match_recover=6, counter_limit=15, sse_order4=True)  # fmt: skip
 # MAX, ratio regardless of speed: 2^24 slots (512 MiB), 2^24 match entries, 2^20 APM contexts,
 # every node in full: 1.8999 / 2.2308 / 1.9283 at ~82 µs/byte.

@@ -176,8 +176,9 @@ DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "
 ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, ROW_FOUND, ROW_C2, N_ROWS = 0, 256, 384, 640, 736, 864, 1120
 # The weight sets of mix.sets, after those rows, in the order chosen: each has a row per
 # context value (SET_VALUES) and depth. Their codes are part of the format.
-SET_CODES = {"classes": 0, "wordlen": 1, "column": 2, "c1depth": 3, "c3": 4, "hibits": 5}
-SET_VALUES = (64, 16, 32, 256, 256, 256)  # by code
+SET_CODES = {"classes": 0, "wordlen": 1, "column": 2, "c1depth": 3, "c3": 4, "hibits": 5,
+             "word": 6, "pos4": 7}  # fmt: skip
+SET_VALUES = (64, 16, 32, 256, 256, 256, 256, 256)  # by code
 N_PROMOTED = 2  # mix.promote: the Mamba's two inputs also enter the final combiner
 R_SETS = 6 + len(SET_CODES) + N_PROMOTED  # sst's columns: the sets' outputs, then those
 MAX_WORDLEN = 15  # the wordlen set's last value
@@ -364,7 +365,7 @@ def _histories(u8, i32, offs, dims):
 
 
 @kernel
-def _set_rows(xrow, codes, starts, hist, hstate, mask, c1, c2):
+def _set_rows(xrow, codes, starts, hist, hstate, words, mask, c1, c2):
     """xrow[j] = the row at depth 0 of weight set j of mix.sets for the next byte."""
     for j in range(codes.shape[0]):
         code = codes[j]
@@ -380,9 +381,13 @@ def _set_rows(xrow, codes, starts, hist, hstate, mask, c1, c2):
             v = c1
         elif code == 4:  # c3: the byte three back
             v = np.int64(back(hist, hstate, mask, 3))
-        else:  # hibits: the top 3 bits of the last two bytes and the top 2 of the third
+        elif code == 5:  # hibits: the top 3 bits of the last two bytes and the top 2 of the third
             c3 = np.int64(back(hist, hstate, mask, 3))
             v = (c1 >> 5) | ((c2 >> 5) << 3) | ((c3 >> 6) << 6)
+        elif code == 6:  # word: the word so far (history.py's hash) in 8 bits, 0 outside one
+            v = np.int64(fmix(words[0]) & u64(255)) if is_letter(c1) else 0
+        else:  # pos4: the position mod 4 (records of 2 and 4 bytes) and c1's top 6 bits
+            v = (hstate[0] & 3) * 64 + (c1 >> 2)
         xrow[j] = starts[j] + 8 * v
 
 
@@ -474,7 +479,8 @@ def _start_byte(u8, u64b, i64, f64, offs, dims, pdf, use_pdf):
     c1 = np.int64(back(hist, hstate, hmask, 1))
     c2 = np.int64(back(hist, hstate, hmask, 2))
     _set_rows(_carve(i64, offs, V_XROW), _carve(i64, offs, V_XCODES),
-              _carve(i64, offs, V_XSTART), hist, hstate, hmask, c1, c2)  # fmt: skip
+              _carve(i64, offs, V_XSTART), hist, hstate, _carve(u64b, offs, V_WORDS), hmask,
+              c1, c2)  # fmt: skip
     if use_pdf:
         tree = _carve(f64, offs, V_TREE)
         expected = node_sums(tree, pdf)

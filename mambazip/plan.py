@@ -38,13 +38,15 @@ class Start:
     def for_input(self, first_block):
         """This start for an input beginning with ``first_block``. When the input looks like
         text, the prior becomes the model, with ``prior_settings`` (the recipe of a Mamba
-        that starts from it) when there are any; otherwise the prior is dropped and
+        that starts from it) when there are any; otherwise the prior is dropped and, unless
+        the input is empty (it is neither kind: it keeps the preset's own settings),
         ``binary_settings``, when there are any, replace the settings."""
         model, settings = self.model, self.settings
-        if not priors.looks_like_text(first_block):
-            settings = self.binary_settings or settings
-        elif model is None and self.prior is not None:
+        text = priors.looks_like_text(first_block)
+        if text and model is None and self.prior is not None:
             model, settings = self.prior, self.prior_settings or settings
+        elif first_block and not text:
+            settings = self.binary_settings or settings
         return dataclasses.replace(self, settings=settings, model=model, prior=None,
                                    prior_settings=None, binary_settings=None)  # fmt: skip
 

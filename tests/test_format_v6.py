@@ -148,7 +148,7 @@ def test_the_default_preset_on_binary_input_names_its_own_base_in_one_byte():
     header = container.compact_header(settings)
     assert header[3] == container.F_BASE
     assert header[4:] == container.varint(BINARY_BASE)
-    small = container.V6_BASES[container.SMALL_BASES[DEFAULT_BASE]][0]
+    small = container.V6_BASES[container.SMALL_BASES[BINARY_BASE]][0]
     assert container.small_input_settings(settings, 100) == mambazip.Settings.from_dict(small)
 
 

@@ -363,3 +363,17 @@ def test_a_start_takes_its_binary_settings_for_binary_input_only():
     assert start.for_input(BINARY).settings == binary_settings
     assert start.for_input(TEXT).settings == text_settings
     assert start.for_input(BINARY).binary_settings is None
+
+
+def test_an_empty_input_keeps_the_presets_own_settings():
+    text_settings = resolve_settings("default")
+    start = plan.Start(text_settings, binary_settings=resolve_settings("default", binary=True))
+    assert start.for_input(b"").settings == text_settings
+
+
+def test_a_preset_start_holds_its_binary_settings_only_where_its_mix_has_them():
+    assert plan.start("default", prior=False).binary_settings == resolve_settings(
+        "default", binary=True
+    )
+    assert plan.start("default", mix="none", prior=False).binary_settings is None
+    assert plan.start("fast").binary_settings is None  # fast has no "binary_mix"

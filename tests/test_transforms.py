@@ -78,6 +78,18 @@ def test_other_windows_and_memory_levels_are_found(wbits, mem_level):
     assert data in stream and len(regions) == 1
 
 
+def test_a_zlib_header_with_a_window_of_2_to_the_8_is_deflated_with_2_to_the_9():
+    """CINFO 0 names a 256-byte window, which raw deflate refuses; zlib deflates such a
+    stream with 512 (random data holds such headers: CI met one in 4 MB)."""
+    data = text(3000, seed=8)
+    c = zlib.compressobj(6, zlib.DEFLATED, -9)
+    raw = c.compress(data) + c.flush()
+    header = bytes([0x08, 0x1D])  # CM 8, CINFO 0; (0x08 << 8 | 0x1D) % 31 == 0
+    stream, regions = round_trip(noise(100) + header + raw + noise(100, seed=3))
+    assert [(r.kind, r.params.wbits) for r in regions] == [(DEFLATE, 9)]
+    assert data in stream
+
+
 def stored_blocks(data, size):
     """Raw deflate of ``data`` as stored blocks of ``size`` bytes, as a deflater other than
     zlib might write it (zlib's level 0 writes far larger blocks)."""

@@ -111,7 +111,10 @@ def _candidates(block, budget):
         flg = data[at + 1].astype(np.uint16)
         ok = ((cmf << 8 | flg) % 31 == 0) & ((flg & 0x20) == 0)  # check bits, no dictionary
         for p in at[ok].tolist():
-            out.append((p + 2, ((block[p] >> 4) + 8, _LEVEL_HINT[block[p + 1] >> 6])))
+            # A header's window of 2^8 is deflated with 2^9, as zlib itself does: raw
+            # deflate refuses 8 window bits (zlib.compressobj raises).
+            wbits = max((block[p] >> 4) + 8, 9)
+            out.append((p + 2, (wbits, _LEVEL_HINT[block[p + 1] >> 6])))
     at = block.find(b"\x1f\x8b\x08")
     while at >= 0:
         start = _gzip_data(block, at)

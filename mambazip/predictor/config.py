@@ -19,12 +19,15 @@ WORD_KINDS = ("word", "word2")  # current word; current and previous word
 SPARSE_KINDS = ("skip1", "skip3")  # bytes 2-3 back (skipping 1); byte 4 back alone
 # Chosen one by one in ``contexts``, after the others (history.py says what each hashes).
 EXTRA_KINDS = ("o7", "o8", "word3", "wordgap", "column", "above", "classes", "wordclass",
-               "matched", "indirect1", "indirect2", "nest", "mamba", "word1b")  # fmt: skip
+               "matched", "indirect1", "indirect2", "nest", "mamba", "word1b", "record", "record2",
+               "recpos")  # fmt: skip
 # More weight sets, chosen one by one in ``sets`` (loop.py's _set_rows says what selects each,
 # by depth): the classes of the last two bytes, the length of the word so far, the column, the
 # last byte, the byte three back, the top bits of the last three bytes, the word so far, the
-# position mod 4 with the last byte's top bits.
-EXTRA_SETS = ("classes", "wordlen", "column", "c1depth", "c3", "hibits", "word", "pos4")
+# position mod 4 with the last byte's top bits, the position in the record (record.py finds
+# the record's length).
+EXTRA_SETS = ("classes", "wordlen", "column", "c1depth", "c3", "hibits", "word", "pos4",
+              "record_pos")  # fmt: skip
 # What level 1 adds, in one field a header spells in a few bytes: these contexts (before
 # ``contexts``), the found set, the SSE pair, the bit histories, the c2 set, the final
 # combiner by node, and the combiner rate's decay (lr_decay).

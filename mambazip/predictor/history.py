@@ -28,6 +28,7 @@ K_WORD, K_WORD2, K_SKIP1, K_SKIP3 = 7, 8, 9, 10
 K_O7, K_O8, K_WORD3, K_WORDGAP, K_COLUMN, K_ABOVE, K_CLASSES, K_WORDCLASS, K_MATCHED = range(11, 20)
 K_INDIRECT1, K_INDIRECT2, K_NEST, K_MAMBA = 20, 21, 22, 23
 K_WORD1B = 24
+K_RECORD, K_RECORD2, K_RECPOS = 25, 26, 27
 IND_SIZE = 256 + 65536
 N_ORDERS = 9  # orders 0..8 hashed once per byte
 KIND_CODES = {
@@ -50,6 +51,9 @@ KIND_CODES = {
     "nest": K_NEST,
     "mamba": K_MAMBA,  # hashed by byte_pdf.mamba_context
     "word1b": K_WORD1B,
+    "record": K_RECORD,  # hashed by record.record_context
+    "record2": K_RECORD2,
+    "recpos": K_RECPOS,
 }
 MAX_COLUMN = 255  # columns past this share a context
 # The nesting state's fields: open (, [ and { counted in 4 bits each (a close below zero and an
@@ -245,6 +249,6 @@ def context_hashes(ctxh, orders, hist, hstate, words, kinds, mask, ind):
             h = fmix((u64(ind[256 + ((b2 << u64(8)) | b1)]) << u64(16)) | (b2 << u64(8)) | b1)
         elif kind == K_WORD1B:  # the last whole word and the last two bytes
             h = fmix((words[1] * M3) ^ (b1 | (b2 << u64(8)) | u64(1 << 20)))
-        else:  # K_MATCHED and K_MAMBA, set once the match model or the Mamba has moved on
+        else:  # K_MATCHED, K_MAMBA and K_RECORD*, set by their parts
             h = u64(0)
         ctxh[i] = tagged(h, kind)

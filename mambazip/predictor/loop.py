@@ -95,8 +95,11 @@ from .match import (
     misses,
     update_cand_map,
 )
+from .record import LENGTH, REC_SIZE, record_context, record_push
 
 u64 = np.uint64
+RECORD_KINDS = {"record", "record2", "recpos"}  # the parts that need record.py's state
+RECORD_SETS = {"record_pos"}
 
 VIEWS = (
     ("hist", "u8"),
@@ -160,6 +163,7 @@ VIEWS = (
     ("bmaps", "i32"),
     ("bidx", "i32"),
     ("slots", "i64"),
+    ("rec", "i64"),
 )
 (V_HIST, V_TBL, V_APM1, V_APM2, V_APMM, V_APME, V_CTXH, V_WORDS, V_ORDERS, V_MAPS, V_MT, V_MMAP,
  V_W, V_WF,
@@ -168,7 +172,7 @@ VIEWS = (
  V_TRUST1, V_NFREQ, V_NMASS, V_FOUND, V_APMS,
  V_HST, V_HMAPS, V_HIDX, V_IND, V_XCODES, V_XSTART, V_XROW, V_RUNS, V_RMAPS,
  V_RIDX, V_APM4, V_AIDX4, V_APM1N, V_APM2N, V_APMSN, V_APM4N,
- V_MT2, V_WN, V_WFN, V_BH, V_BMAPS, V_BIDX, V_SLOTS) = range(len(VIEWS))  # fmt: skip
+ V_MT2, V_WN, V_WFN, V_BH, V_BMAPS, V_BIDX, V_SLOTS, V_REC) = range(len(VIEWS))  # fmt: skip
 DTYPES = {"u8": np.uint8, "u16": np.uint16, "u64": np.uint64, "i32": np.int32, "i64": np.int64,
           "f64": np.float64, "f32": np.float32}  # fmt: skip
 
@@ -177,8 +181,8 @@ ROW_C0, ROW_MATCH, ROW_C1, ROW_MAMBA, ROW_FOUND, ROW_C2, N_ROWS = 0, 256, 384, 6
 # The weight sets of mix.sets, after those rows, in the order chosen: each has a row per
 # context value (SET_VALUES) and depth. Their codes are part of the format.
 SET_CODES = {"classes": 0, "wordlen": 1, "column": 2, "c1depth": 3, "c3": 4, "hibits": 5,
-             "word": 6, "pos4": 7}  # fmt: skip
-SET_VALUES = (64, 16, 32, 256, 256, 256, 256, 256)  # by code
+             "word": 6, "pos4": 7, "record_pos": 8}  # fmt: skip
+SET_VALUES = (64, 16, 32, 256, 256, 256, 256, 256, 256)  # by code
 N_PROMOTED = 2  # mix.promote: the Mamba's two inputs also enter the final combiner
 R_SETS = 6 + len(SET_CODES) + N_PROMOTED  # sst's columns: the sets' outputs, then those
 MAX_WORDLEN = 15  # the wordlen set's last value
@@ -318,6 +322,9 @@ def layout(cfg):
         "bmaps": C * BYTE_ENTRIES if cfg.slot_bytes else 0,
         "bidx": 256 * C if cfg.slot_bytes else 0,
         "slots": C,
+        "rec": REC_SIZE
+        if RECORD_KINDS & set(cfg.context_kinds) or RECORD_SETS & set(cfg.weight_sets)
+        else 0,
     }
 
 
@@ -365,8 +372,9 @@ def _histories(u8, i32, offs, dims):
 
 
 @kernel
-def _set_rows(xrow, codes, starts, hist, hstate, words, mask, c1, c2):
+def _set_rows(xrow, codes, starts, hist, hstate, words, mask, c1, c2, records):
     """xrow[j] = the row at depth 0 of weight set j of mix.sets for the next byte."""
+    r = records[LENGTH] if records.shape[0] > 0 else 0
     for j in range(codes.shape[0]):
         code = codes[j]
         if code == 0:  # the character classes of the last two bytes
@@ -386,8 +394,10 @@ def _set_rows(xrow, codes, starts, hist, hstate, words, mask, c1, c2):
             v = (c1 >> 5) | ((c2 >> 5) << 3) | ((c3 >> 6) << 6)
         elif code == 6:  # word: the word so far (history.py's hash) in 8 bits, 0 outside one
             v = np.int64(fmix(words[0]) & u64(255)) if is_letter(c1) else 0
-        else:  # pos4: the position mod 4 (records of 2 and 4 bytes) and c1's top 6 bits
+        elif code == 7:  # pos4: the position mod 4 (records of 2 and 4 bytes) and c1's top 6 bits
             v = (hstate[0] & 3) * 64 + (c1 >> 2)
+        else:  # record_pos: the position in the record (record.py), the last bucket shared
+            v = min(hstate[0] % r, SET_VALUES[8] - 1) if r else 0  # past it, 0 without one
         xrow[j] = starts[j] + 8 * v
 
 
@@ -480,7 +490,7 @@ def _start_byte(u8, u64b, i64, f64, offs, dims, pdf, use_pdf):
     c2 = np.int64(back(hist, hstate, hmask, 2))
     _set_rows(_carve(i64, offs, V_XROW), _carve(i64, offs, V_XCODES),
               _carve(i64, offs, V_XSTART), hist, hstate, _carve(u64b, offs, V_WORDS), hmask,
-              c1, c2)  # fmt: skip
+              c1, c2, _carve(i64, offs, V_REC))  # fmt: skip
     if use_pdf:
         tree = _carve(f64, offs, V_TREE)
         expected = node_sums(tree, pdf)
@@ -852,6 +862,10 @@ def _update(u8, u16, u64b, i32, i64, offs, dims, byte, trust_row, want_trust):
     context_hashes(ctxh, _carve(u64b, offs, V_ORDERS), hist, hstate, words, kinds, hmask,
                    _carve(u16, offs, V_IND))  # fmt: skip
     match_context(ctxh, kinds, mstate, dims[D_MCTX2])
+    records = _carve(i64, offs, V_REC)
+    if records.shape[0] > 0:
+        record_push(records, hist, hstate, hmask)
+        record_context(ctxh, kinds, records, hist, hstate, hmask)
 
 
 @kernel
@@ -864,6 +878,11 @@ def prime(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf):
     )  # fmt: skip
     match_context(_carve(u64b, offs, V_CTXH), _carve(i64, offs, V_KINDS),
                    _carve(i64, offs, V_MSTATE), dims[D_MCTX2])  # fmt: skip
+    records = _carve(i64, offs, V_REC)
+    if records.shape[0] > 0:
+        record_context(_carve(u64b, offs, V_CTXH), _carve(i64, offs, V_KINDS), records,
+                       _carve(u8, offs, V_HIST), _carve(i64, offs, V_HSTATE),
+                       dims[D_HMASK])  # fmt: skip
     _predict(u8, u16, u64b, i32, i64, f64, offs, dims, pdf, use_pdf)
 
 

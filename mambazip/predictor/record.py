@@ -1,0 +1,80 @@
+"""The record length of fixed-width data, found from the bytes, and the contexts it gives.
+
+Tables, spreadsheets, arrays of numbers and bitmaps repeat with a period: the byte one record
+back (``above``) predicts the next byte as the byte one line back does in text, but a record
+has no newline to end it. The period is found as a byte value that recurs at the same gap
+twice running votes for that gap; a majority vote (one candidate, a count that a match raises
+and a mismatch lowers, the candidate replaced at zero) keeps the gap most bytes agree on, and
+it becomes the record length once its count reaches RECORD_ON.
+
+With a record length r, the next byte's contexts (history.K_RECORD*): ``record`` the byte
+above (r back), the one after it (r - 1 back) and the last byte, as a bitmap's pixel is
+predicted from those above it and to its left; ``record2`` the bytes one and two records back,
+the field's column alone; ``recpos`` the position in the record and the byte above. Each
+carries r, so data that changes its record length starts new slots.
+
+State (REC_SIZE,) int64, only where a record context is used:
+    [0:256]   t + 1 of each byte value's last occurrence (0: not seen)
+    [256:512] the gap between each byte value's last two occurrences
+    [512]     the candidate gap, [513] its count, [514] the record length (0: none yet)
+"""
+
+import numpy as np
+
+from ..jit import kernel
+from .history import K_RECORD, K_RECORD2, K_RECPOS, back, fmix, tagged
+
+u64 = np.uint64
+
+REC_SIZE = 515
+CANDIDATE, VOTES, LENGTH = 512, 513, 514
+MIN_RECORD = 2  # a gap of 1 is a run, which the order-1 context already knows
+MAX_RECORD = 1 << 16
+MAX_VOTES = 64
+RECORD_ON = 16
+
+
+@kernel
+def record_push(rec, hist, hstate, mask):
+    """The last byte (at t = hstate[0] - 1) recurred: its gap votes if it repeats its last."""
+    t = hstate[0] - 1
+    if t < 0:
+        return
+    c = np.int64(hist[t & mask])
+    if rec[c] > 0:
+        gap = t - (rec[c] - 1)
+        if gap == rec[256 + c] and MIN_RECORD <= gap <= MAX_RECORD:
+            if gap == rec[CANDIDATE]:
+                rec[VOTES] = min(rec[VOTES] + 1, MAX_VOTES)
+            elif rec[VOTES] > 0:
+                rec[VOTES] -= 1
+            else:
+                rec[CANDIDATE] = gap
+                rec[VOTES] = 1
+            if rec[VOTES] >= RECORD_ON:
+                rec[LENGTH] = rec[CANDIDATE]
+        rec[256 + c] = gap
+    rec[c] = t + 1
+
+
+@kernel
+def record_context(ctxh, kinds, rec, hist, hstate, mask):
+    """The hashes of the record context models for the next byte (module docstring); before
+    a record length is found, above is 0 and the position 0."""
+    r = rec[LENGTH]
+    b1 = back(hist, hstate, mask, 1)
+    above, after, above2, pos = u64(0), u64(0), u64(0), u64(0)
+    if r > 0:
+        above = back(hist, hstate, mask, r)
+        after = back(hist, hstate, mask, r - 1)
+        above2 = back(hist, hstate, mask, 2 * r)
+        pos = u64(hstate[0] % r)
+    length = u64(r) << u64(32)
+    for i in range(kinds.shape[0]):
+        kind = kinds[i]
+        if kind == K_RECORD:
+            ctxh[i] = tagged(fmix(length | (b1 << u64(16)) | (after << u64(8)) | above), kind)
+        elif kind == K_RECORD2:
+            ctxh[i] = tagged(fmix(length | (above2 << u64(8)) | above), kind)
+        elif kind == K_RECPOS:
+            ctxh[i] = tagged(fmix(length | (pos << u64(8)) | above), kind)

@@ -1179,6 +1179,49 @@ V6_BASES = (
               "dead_zone": 8, "states": 1, "match_recover": 6, "sse_order4": True},
       "seed": 0},
      "31e2540acba86080e033b04226888bfb9987b58a299574b6696f67489df5fe7c"),
+    # entry 27 with the record model (predictor/record.py): its three contexts and the
+    # record_pos set, the default preset's mix for an input that does not look like text
+    # from 2026-12-08
+    ({"model": {"d_model": 128, "n_layer": 3, "d_inner": 256, "dt_rank": 8, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0005, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 50000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"embed": 2.0, "head": 4.0}, "rerun": False, "overlap": True},
+      "mix": {"mamba": True, "max_order": 6, "word": True, "sparse": True, "match": True,
+              "final": True, "apm": True, "ctx_log": 22, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 15, "map_limit": 1023,
+              "combiner_lr": 6, "final_lr": 1, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 2, "mamba_lr": 4, "mamba_w0": 16, "mamba_eapm": 1, "promote": True,
+              "level": 7,
+              "bits": True,
+              "contexts": ["indirect1", "indirect2", "wordgap", "wordclass", "word1b",
+                           "record", "record2", "recpos"],
+              "sets": ["c3", "hibits", "pos4", "record_pos"], "det_inputs": 3,
+              "found_node": True, "dead_zone": 8, "states": 1, "match_recover": 6,
+              "sse_order4": True},
+      "seed": 0},
+     None),
+    # entry 20 with the record model (its three contexts and the record_pos set) and the
+    # pos4 set, the fast preset's mix for an input that does not look like text from
+    # 2026-12-08
+    ({"model": {"d_model": 48, "n_layer": 1, "d_inner": 96, "dt_rank": 3, "d_state": 16,
+                "d_conv": 4, "vocab": 256, "norm_eps": 1e-05, "proj_bias": False,
+                "conv_bias": True, "x_proj_bias": False, "head_bias": False,
+                "tie_embeddings": False},
+      "train": {"optimizer": "adam", "lr": 0.0015, "scope": ["all"], "clip": 0.0, "warmup": 0,
+                "decay": 100000, "beta1": 0.0, "beta2": 0.999, "adam_eps": 1e-08, "bptt": 16,
+                "lr_scale": {"head": 2.0}},
+      "mix": {"mamba": False, "max_order": 5, "word": True, "sparse": True, "match": True,
+              "final": True, "apm": True, "ctx_log": 20, "hist_log": 24, "match_log": 22,
+              "match_min": 6, "apm_log": 16, "counter_limit": 14, "map_limit": 1023,
+              "combiner_lr": 8, "final_lr": 2, "apm_rate": 6, "full_log": 6, "slot_log": 8,
+              "mamba_sel": 0, "mamba_lr": 0, "mamba_w0": 16, "mamba_eapm": 0, "level": 7,
+              "bits": True, "contexts": ["record", "record2", "recpos"],
+              "sets": ["pos4", "record_pos"]},
+      "seed": 0},
+     None),
 )  # fmt: skip
 
 # A short-form input of at most SMALL_INPUT bytes that a preset's settings would code (those
@@ -1189,7 +1232,8 @@ V6_BASES = (
 # (benchmarks/bench-2026-12-03-small-inputs.md).
 SMALL_INPUT = 8192
 SMALL_BASES = {0: 3, 4: 3, 5: 6, 7: 6, 8: 6, 9: 6, 10: 6, 11: 6, 12: 6, 13: 6, 14: 6, 15: 6, 18: 6,
-               19: 6, 21: 6, 22: 6, 23: 6, 24: 6, 25: 6, 26: 6, 27: 6, 28: 6, 29: 6}  # fmt: skip
+               19: 6, 21: 6, 22: 6, 23: 6, 24: 6, 25: 6, 26: 6, 27: 6, 28: 6, 29: 6,
+               30: 6}  # fmt: skip
 
 
 def small_input_settings(settings, n):

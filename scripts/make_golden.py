@@ -365,6 +365,23 @@ CASES = {
             {},
             {"mix": "preset", "extras": {}, "prior": "default", "from_prior": True, "bits": True},
         ),
+        # Entry 27 with the record model's three contexts and record_pos set, the default
+        # preset's mix for an input that does not look like text from 2026-12-08: 200
+        # little-endian integers, whose record length of 4 it finds after 75 bytes.
+        "default-base30-binary-short": (
+            BINARY,
+            {},
+            {},
+            {"mix": "preset", "extras": {}, "binary": True, "bits": True},
+        ),
+        # Entry 20 with the record model and the pos4 set, the fast preset's mix for an
+        # input that does not look like text from 2026-12-08.
+        "fast-base31-binary-short": (
+            BINARY,
+            {},
+            {},
+            {"mix": "fast", "extras": {}, "seed": 0, "binary": True, "bits": True},
+        ),
         # The default preset as the command line runs it (seed 0) on a short input: coded
         # with its small-input counterpart, named by that base alone.
         "default-small-prior-PRIOR-short": (
@@ -419,7 +436,9 @@ def settings_of(model, train, options):
 def _preset_settings(model, train, options):
     mix = options.get("mix", "none")
     if mix == "fast":
-        return mambazip.resolve_settings("fast", seed=options.get("seed", 1234))
+        return mambazip.resolve_settings(
+            "fast", seed=options.get("seed", 1234), binary=options.get("binary", False)
+        )
     settings = mambazip.resolve_settings(
         "default",
         model=model,

@@ -126,7 +126,8 @@ def test_the_base_prior_is_named_without_its_digest(base):
 DEFAULT_BASE = 28
 PRIOR_BASE = 29  # the same from its prior 31e2540a (preset "prior_train")
 SMALL_PRIOR_BASE = 16  # its small-input counterpart's settings with that prior
-BINARY_BASE = 27  # the default preset's settings for binary input (its "binary_mix")
+BINARY_BASE = 30  # the default preset's settings for binary input (its "binary_mix")
+FAST_BINARY_BASE = 31  # the fast preset's
 
 
 def test_the_default_preset_is_its_base_and_names_it_and_its_prior_in_one_byte():
@@ -150,6 +151,14 @@ def test_the_default_preset_on_binary_input_names_its_own_base_in_one_byte():
     assert header[4:] == container.varint(BINARY_BASE)
     small = container.V6_BASES[container.SMALL_BASES[BINARY_BASE]][0]
     assert container.small_input_settings(settings, 100) == mambazip.Settings.from_dict(small)
+
+
+def test_the_fast_preset_on_binary_input_names_its_own_base_in_one_byte():
+    settings = mambazip.resolve_settings("fast", binary=True)
+    assert settings != mambazip.resolve_settings("fast")
+    header = container.compact_header(settings)
+    assert header[3] == container.F_BASE
+    assert header[4:] == container.varint(FAST_BINARY_BASE)
 
 
 def test_settings_of_two_entries_without_a_prior_name_the_lower_one():

@@ -376,4 +376,6 @@ def test_a_preset_start_holds_its_binary_settings_only_where_its_mix_has_them():
         "default", binary=True
     )
     assert plan.start("default", mix="none", prior=False).binary_settings is None
-    assert plan.start("fast").binary_settings is None  # fast has no "binary_mix"
+    assert plan.start("fast").binary_settings == resolve_settings("fast", binary=True)
+    assert resolve_settings("fast", binary=True) != resolve_settings("fast")
+    assert plan.start("max").binary_settings is None  # max has no "binary_mix"

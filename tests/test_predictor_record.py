@@ -78,11 +78,12 @@ def test_another_period_replaces_the_length_once_it_wins_the_vote():
     assert records.rec[LENGTH] == 5
 
 
-def test_the_record_context_is_the_bytes_above_and_after_it_and_the_last_byte():
+def test_the_record_context_is_the_byte_above_and_the_bits_nearest_the_next_byte():
     rows = bytes(1 + t % 7 for t in range(70))  # length 7 from byte 29 on
     base = _Records().push(rows + b"abcdefg" + b"xyz").hashes()
-    # The next byte is byte 80: above it byte 73 ('d'), after that 'e', two records back
-    # byte 66 (5), its position in the record 80 % 7 = 3, the last byte 'z'.
+    # The next byte is byte 80: above it byte 73 ('d'), after that 'e' (0b01100101), two
+    # records back byte 66 (5), its position in the record 80 % 7 = 3, the last byte 'z'
+    # (0b01111010).
     other = _Records().push(rows + b"qqqdefg" + b"xyz").hashes()  # other bytes before
     assert other == base
     below = _Records().push(rows[:66] + b"Q" + rows[67:] + b"abcdefg" + b"xyz").hashes()
@@ -90,10 +91,14 @@ def test_the_record_context_is_the_bytes_above_and_after_it_and_the_last_byte():
     assert below[0] == base[0] and below[2] == base[2]
     changed = _Records().push(rows + b"abcXefg" + b"xyz").hashes()  # another byte above
     assert all(changed[i] != base[i] for i in range(3))
-    after = _Records().push(rows + b"abcdXfg" + b"xyz").hashes()  # another byte after it
+    after = _Records().push(rows + b"abcd\xa5fg" + b"xyz").hashes()  # its top 2 bits 10
     assert after[0] != base[0] and after[1:] == base[1:]
-    last = _Records().push(rows + b"abcdefg" + b"xyQ").hashes()  # another last byte
+    last = _Records().push(rows + b"abcdefg" + b"xyQ").hashes()  # low 2 bits 01
     assert last[0] != base[0] and last[1:] == base[1:]
+    # The rest of those two bytes does not count: the after byte's low 6 bits and the last
+    # byte's top 6 bits.
+    far = _Records().push(rows + b"abcd\x7ffg" + b"xy\x02").hashes()
+    assert far == base
 
 
 def test_the_contexts_carry_the_record_length():

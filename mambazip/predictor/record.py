@@ -8,10 +8,12 @@ and a mismatch lowers, the candidate replaced at zero) keeps the gap most bytes 
 it becomes the record length once its count reaches RECORD_ON.
 
 With a record length r, the next byte's contexts (history.K_RECORD*): ``record`` the byte
-above (r back), the one after it (r - 1 back) and the last byte, as a bitmap's pixel is
-predicted from those above it and to its left; ``record2`` the bytes one and two records back,
-the field's column alone; ``recpos`` the position in the record and the byte above. Each
-carries r, so data that changes its record length starts new slots.
+above (r back), the top 2 bits of the one after it (r - 1 back) and the low 2 bits of the
+last byte, as a bitmap's pixel is predicted from those above it and nearest to it (whole
+bytes there made the context too rare to learn: ptt5 0.5556 against 0.5381 bits/byte);
+``record2`` the bytes one and two records back, the field's column alone; ``recpos`` the
+position in the record and the byte above. Each carries r, so data that changes its record
+length starts new slots.
 
 State (REC_SIZE,) int64, only where a record context is used:
     [0:256]   t + 1 of each byte value's last occurrence (0: not seen)
@@ -73,7 +75,8 @@ def record_context(ctxh, kinds, rec, hist, hstate, mask):
     for i in range(kinds.shape[0]):
         kind = kinds[i]
         if kind == K_RECORD:
-            ctxh[i] = tagged(fmix(length | (b1 << u64(16)) | (after << u64(8)) | above), kind)
+            near = ((b1 & u64(3)) << u64(2)) | (after >> u64(6))
+            ctxh[i] = tagged(fmix(length | (near << u64(8)) | above), kind)
         elif kind == K_RECORD2:
             ctxh[i] = tagged(fmix(length | (above2 << u64(8)) | above), kind)
         elif kind == K_RECPOS:

@@ -627,6 +627,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="mambazip only: leave out xz, bzip2, zstd and the optional peers",
     )
     p.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        help='run only these of the other compressors, by name (e.g. --only "paq8px -0L"); '
+        "repeat for several (default: xz, bzip2, zstd and every optional peer on PATH)",
+    )
+    p.add_argument(
         "--limit",
         type=int,
         metavar="BYTES",
@@ -652,6 +659,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.limit is not None and args.limit <= 0:
         p.error("--limit must be positive")
+    known = [c.name for c in (*BASELINES, *OPTIONAL)]
+    for name in args.only or ():
+        if name not in known:
+            p.error(f"--only {name!r}: not one of {', '.join(known)}")
     return args
 
 
@@ -744,6 +755,8 @@ def main(argv=None) -> int:
                                  args.scratch)  # fmt: skip
     optional, missing = available_optional()
     baselines = [] if args.no_baselines else [*BASELINES, *optional]
+    if args.only:
+        baselines = [c for c in baselines if c.name in args.only]
     compressors = [*variants, *baselines]
     header = {
         "machine": machine_line(),

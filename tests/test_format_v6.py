@@ -143,22 +143,19 @@ def test_the_default_preset_without_a_prior_names_its_base_all_the_same():
     assert header[4:] == container.varint(DEFAULT_BASE)
 
 
-def test_the_default_preset_on_binary_input_names_its_own_base_in_one_byte():
-    settings = mambazip.resolve_settings("default", binary=True)
-    assert settings != mambazip.resolve_settings("default")
+@pytest.mark.parametrize(("preset", "base"), [("default", BINARY_BASE), ("fast", FAST_BINARY_BASE)])
+def test_a_preset_on_binary_input_names_its_own_base_in_one_byte(preset, base):
+    settings = mambazip.resolve_settings(preset, binary=True)
+    assert settings != mambazip.resolve_settings(preset)
     header = container.compact_header(settings)
     assert header[3] == container.F_BASE
-    assert header[4:] == container.varint(BINARY_BASE)
+    assert header[4:] == container.varint(base)
+
+
+def test_a_short_binary_input_of_the_default_preset_takes_its_small_counterpart():
+    settings = mambazip.resolve_settings("default", binary=True)
     small = container.V6_BASES[container.SMALL_BASES[BINARY_BASE]][0]
     assert container.small_input_settings(settings, 100) == mambazip.Settings.from_dict(small)
-
-
-def test_the_fast_preset_on_binary_input_names_its_own_base_in_one_byte():
-    settings = mambazip.resolve_settings("fast", binary=True)
-    assert settings != mambazip.resolve_settings("fast")
-    header = container.compact_header(settings)
-    assert header[3] == container.F_BASE
-    assert header[4:] == container.varint(FAST_BINARY_BASE)
 
 
 def test_settings_of_two_entries_without_a_prior_name_the_lower_one():

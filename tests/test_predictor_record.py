@@ -19,29 +19,29 @@ from mambazip.predictor.record import (
 )
 
 HIST_LOG = 12
-MASK = (1 << HIST_LOG) - 1
 KINDS = ("record", "record2", "recpos")
 
 
 class _Records:
     """The history and the record state after each byte, as loop.py's update moves them."""
 
-    def __init__(self):
-        self.hist = np.zeros(1 << HIST_LOG, np.uint8)
+    def __init__(self, hist_log=HIST_LOG):
+        self.mask = (1 << hist_log) - 1
+        self.hist = np.zeros(1 << hist_log, np.uint8)
         self.hstate = np.zeros(3, np.int64)
         self.words = np.zeros(4, np.uint64)
         self.rec = np.zeros(REC_SIZE, np.int64)
 
     def push(self, data):
         for byte in data:
-            history_push(self.hist, self.hstate, self.words, MASK, byte)
-            record_push(self.rec, self.hist, self.hstate, MASK)
+            history_push(self.hist, self.hstate, self.words, self.mask, byte)
+            record_push(self.rec, self.hist, self.hstate, self.mask)
         return self
 
     def hashes(self, kinds=KINDS):
         codes = np.array([KIND_CODES[k] for k in kinds], np.int64)
         ctxh = np.zeros(len(kinds), np.uint64)
-        record_context(ctxh, codes, self.rec, self.hist, self.hstate, MASK)
+        record_context(ctxh, codes, self.rec, self.hist, self.hstate, self.mask)
         return [int(h) for h in ctxh]
 
 
@@ -61,7 +61,7 @@ def test_a_run_of_one_byte_never_votes():
     assert records.rec[VOTES] == 0 and records.rec[LENGTH] == 0
 
 
-def test_a_found_length_stays_while_the_votes_for_it_outnumber_the_others():
+def test_a_found_length_stays_while_a_few_other_gaps_vote_against_it():
     records = _Records().push(bytes(1 + t % 7 for t in range(200)))
     votes = int(records.rec[VOTES])
     # Bytes 101..105 at gap 5, three times: the first round sets their positions, the
@@ -69,6 +69,12 @@ def test_a_found_length_stays_while_the_votes_for_it_outnumber_the_others():
     records.push(bytes(range(101, 106)) * 3)
     assert records.rec[LENGTH] == 7 and records.rec[CANDIDATE] == 7
     assert records.rec[VOTES] == votes - 5
+
+
+def test_a_period_longer_than_half_the_history_ring_is_never_the_length():
+    # A ring of 64 bytes: two records of 40 would not fit, one of 32 and the one before do.
+    assert _Records(hist_log=6).push(bytes(1 + t % 40 for t in range(400))).rec[LENGTH] == 0
+    assert _Records(hist_log=6).push(bytes(1 + t % 32 for t in range(400))).rec[LENGTH] == 32
 
 
 def test_another_period_replaces_the_length_once_it_wins_the_vote():
@@ -110,7 +116,7 @@ def test_the_contexts_carry_the_record_length():
     assert seven.hashes(("recpos",)) != five.hashes(("recpos",))
 
 
-def test_without_a_record_length_the_contexts_are_the_last_byte_alone():
+def test_without_a_record_length_only_the_record_context_varies_by_the_last_byte():
     a = _Records().push(b"hello").hashes()
     b = _Records().push(b"jello").hashes()
     c = _Records().push(b"help").hashes()

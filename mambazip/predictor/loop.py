@@ -38,6 +38,8 @@ All state lives in six flat buffers, one per dtype, carved into the named views 
          second nibble's context, slots (C,) with mix.bits each model's slot of the nibble
          being coded
     f64: tree (512,)
+    i64: rec (record.REC_SIZE,) the record model's state, where a record context or set is
+         used
 Node n of the byte tree (1..255) is the partial byte c0 (paq style); depth(n) = bits known.
 
 Frequencies: the root holds FREQ_TOTAL = 2^24; each node splits its mass m between its children,

@@ -15,7 +15,12 @@ bytes there made the context too rare to learn: ptt5 0.5556 against 0.5381 bits/
 position in the record and the byte above. Each carries r, so data that changes its record
 length starts new slots.
 
-State (REC_SIZE,) int64, only where a record context is used:
+Until a length is found, record2 and recpos are one context each and record is four: the
+slots they take are few, and the sweep (benchmarks/sweep-2026-12-08-record.md) counts their
+cost against the gain once a length is found. A length, once found, is kept until another
+replaces it.
+
+State (REC_SIZE,) int64, only where a record context or the record_pos set is used:
     [0:256]   t + 1 of each byte value's last occurrence (0: not seen)
     [256:512] the gap between each byte value's last two occurrences
     [512]     the candidate gap, [513] its count, [514] the record length (0: none yet)
@@ -31,21 +36,25 @@ u64 = np.uint64
 REC_SIZE = 515
 CANDIDATE, VOTES, LENGTH = 512, 513, 514
 MIN_RECORD = 2  # a gap of 1 is a run, which the order-1 context already knows
+# Longer records than this (and than half the history ring, where record2's byte two
+# records back would be overwritten) are left to the order-n contexts.
 MAX_RECORD = 1 << 16
+# A new period must win back these votes, and then RECORD_ON more, before it replaces the
+# length: a table's few odd rows do not move it, a file of another kind soon does.
 MAX_VOTES = 64
 RECORD_ON = 16
 
 
 @kernel
 def record_push(rec, hist, hstate, mask):
-    """The last byte (at t = hstate[0] - 1) recurred: its gap votes if it repeats its last."""
+    """The last byte (at t = hstate[0] - 1, after history_push) was seen: its gap from the
+    last time votes if it repeats the gap before (module docstring)."""
     t = hstate[0] - 1
-    if t < 0:
-        return
     c = np.int64(hist[t & mask])
     if rec[c] > 0:
         gap = t - (rec[c] - 1)
-        if gap == rec[256 + c] and MIN_RECORD <= gap <= MAX_RECORD:
+        longest = min(MAX_RECORD, (mask + 1) >> 1)
+        if gap == rec[256 + c] and MIN_RECORD <= gap <= longest:
             if gap == rec[CANDIDATE]:
                 rec[VOTES] = min(rec[VOTES] + 1, MAX_VOTES)
             elif rec[VOTES] > 0:

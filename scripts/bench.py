@@ -663,6 +663,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name in args.only or ():
         if name not in known:
             p.error(f"--only {name!r}: not one of {', '.join(known)}")
+        if args.no_baselines or args.small:
+            p.error("--only chooses among the other compressors: not with --no-baselines or "
+                    "--small")  # fmt: skip
     return args
 
 
@@ -756,6 +759,9 @@ def main(argv=None) -> int:
     optional, missing = available_optional()
     baselines = [] if args.no_baselines else [*BASELINES, *optional]
     if args.only:
+        absent = [n for n in args.only if n not in [c.name for c in (*BASELINES, *optional)]]
+        if absent:
+            sys.exit(f"bench.py: --only {absent[0]!r}: not on PATH")
         baselines = [c for c in baselines if c.name in args.only]
     compressors = [*variants, *baselines]
     header = {

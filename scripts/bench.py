@@ -660,12 +660,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.limit is not None and args.limit <= 0:
         p.error("--limit must be positive")
     known = [c.name for c in (*BASELINES, *OPTIONAL)]
+    if args.only and (args.no_baselines or args.small):
+        p.error("--only chooses among the other compressors: not with --no-baselines or --small")
     for name in args.only or ():
         if name not in known:
             p.error(f"--only {name!r}: not one of {', '.join(known)}")
-        if args.no_baselines or args.small:
-            p.error("--only chooses among the other compressors: not with --no-baselines or "
-                    "--small")  # fmt: skip
     return args
 
 

@@ -97,11 +97,9 @@ from .match import (
     misses,
     update_cand_map,
 )
-from .record import LENGTH, REC_SIZE, record_context, record_push
+from .record import LENGTH, REC_SIZE, RECORD_KINDS, RECORD_SETS, record_context, record_push
 
 u64 = np.uint64
-RECORD_KINDS = {"record", "record2", "recpos"}  # the parts that need record.py's state
-RECORD_SETS = {"record_pos"}
 
 VIEWS = (
     ("hist", "u8"),

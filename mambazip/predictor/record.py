@@ -33,6 +33,9 @@ from .history import K_RECORD, K_RECORD2, K_RECPOS, back, fmix, tagged
 
 u64 = np.uint64
 
+# The contexts and weight set that read this state (loop.layout allocates it for them).
+RECORD_KINDS = frozenset(("record", "record2", "recpos"))
+RECORD_SETS = frozenset(("record_pos",))
 REC_SIZE = 515
 CANDIDATE, VOTES, LENGTH = 512, 513, 514
 MIN_RECORD = 2  # a gap of 1 is a run, which the order-1 context already knows
